@@ -1,0 +1,86 @@
+//! Per-lock settings. Defaults follow Redisson's watchdog (30 s lease,
+//! renewed every 10 s) and add the margins that make loss detection safe.
+
+use std::time::Duration;
+
+use crate::Error;
+
+/// Which protocol a machine speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Redis,
+    ZooKeeper,
+}
+
+/// Settings of one lock machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockConfig {
+    pub backend: Backend,
+    /// Redis: how long a grant lives on the server without renewal.
+    pub lease: Duration,
+    /// Redis: how long a waiter's place in the queue lives without a refresh.
+    /// Waiters refresh at a third of it; a crashed waiter blocks handoff at most this long.
+    pub waiter_ttl: Duration,
+    /// ZooKeeper: the negotiated session timeout (the driver sets it after connecting).
+    pub session_timeout: Duration,
+    /// First delay before retrying a request that got no answer; doubles up to `max_backoff`.
+    pub min_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl LockConfig {
+    /// Defaults for a backend: lease 30 s, waiter TTL 30 s, session 10 s, backoff 50 ms..2 s.
+    pub fn new(backend: Backend) -> Self {
+        LockConfig {
+            backend,
+            lease: Duration::from_secs(30),
+            waiter_ttl: Duration::from_secs(30),
+            session_timeout: Duration::from_secs(10),
+            min_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(2),
+        }
+    }
+
+    /// Checks the values; the machine refuses a config that fails here.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.lease < Duration::from_millis(100) {
+            return Err(Error::InvalidOption(format!(
+                "lease must be at least 100 ms, got {} ms",
+                self.lease.as_millis()
+            )));
+        }
+        if self.lease > Duration::from_secs(86_400 * 365) {
+            return Err(Error::InvalidOption("lease must be at most one year".into()));
+        }
+        if self.waiter_ttl < Duration::from_millis(100) {
+            return Err(Error::InvalidOption("waiter_ttl must be at least 100 ms".into()));
+        }
+        if self.session_timeout < Duration::from_millis(100) {
+            return Err(Error::InvalidOption("session_timeout must be at least 100 ms".into()));
+        }
+        if self.min_backoff.is_zero() || self.max_backoff < self.min_backoff {
+            return Err(Error::InvalidOption("backoff must be positive and min <= max".into()));
+        }
+        Ok(())
+    }
+
+    /// Redis: how often a held lease is renewed (a third of the lease, as Redisson).
+    pub fn renew_interval(&self) -> Duration {
+        self.lease / 3
+    }
+
+    /// Redis: the safety margin subtracted from the lease to get the local
+    /// deadline: 1% of the lease for clock-rate drift (Redlock's figure) plus
+    /// 2 ms, plus 10 ms for a driver's timer firing late.
+    pub fn drift(&self) -> Duration {
+        self.lease / 100 + Duration::from_millis(12)
+    }
+
+    /// ZooKeeper: how long after a reported disconnection a holder is told
+    /// it lost the lock. A client notices a dead connection up to two
+    /// thirds of the session timeout after it last heard from the server,
+    /// so the remaining third (less the drift margin) is all that is safe.
+    pub fn disconnect_grace(&self) -> Duration {
+        (self.session_timeout / 3).saturating_sub(Duration::from_millis(12))
+    }
+}

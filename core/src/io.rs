@@ -1,0 +1,147 @@
+//! What crosses the sans-IO boundary: commands out, replies and
+//! notifications in, events up to the application. All plain data.
+
+use crate::{Error, FencingToken, LossReason, OwnerId, ReleaseId, RequestId, Ticket};
+
+/// A request for the driver to send to the backend. The driver must send a
+/// lock's commands in the order they are polled, on one connection (Redis)
+/// or one session (ZooKeeper), and answer each with exactly one
+/// [`Reply`] carrying the same id.
+#[derive(Debug, Clone, PartialEq)]
+#[must_use]
+pub struct Command {
+    pub id: RequestId,
+    pub op: Op,
+}
+
+/// The backend operation a command asks for.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Op {
+    /// Redis: run a Lua script (`EVALSHA`, falling back to `EVAL` on `NOSCRIPT`).
+    /// Reply: [`Reply::Redis`].
+    Eval { script: &'static Script, keys: Vec<String>, args: Vec<String> },
+    /// Redis: subscribe the client's pub/sub connection to `channel`.
+    /// Reply: [`Reply::Done`] once the subscription is confirmed; then
+    /// [`Notification::Message`] for each message. The driver resubscribes
+    /// after a reconnect by itself and reports [`ConnectionEvent::Connected`].
+    Subscribe { channel: String },
+    /// Redis: drop a subscription made with [`Op::Subscribe`]. Reply: [`Reply::Done`].
+    Unsubscribe { channel: String },
+    /// ZooKeeper: create `path` + a 10-digit sequence, EPHEMERAL_SEQUENTIAL,
+    /// open ACL. Reply: [`Reply::Created`], or [`Reply::NoNode`] if the parent is missing.
+    CreateSequential { path: String, data: Vec<u8> },
+    /// ZooKeeper: create `path` and every missing ancestor as CONTAINER nodes,
+    /// ignoring NodeExists. Reply: [`Reply::Done`].
+    CreateContainers { path: String },
+    /// ZooKeeper: the children of `path`. Reply: [`Reply::Children`] or [`Reply::NoNode`].
+    GetChildren { path: String },
+    /// ZooKeeper: the czxid of `path`. Reply: [`Reply::Stat`] or [`Reply::NoNode`].
+    /// With `watch`, and only if the node exists (use getData with a watcher,
+    /// not exists, so a missing node leaves no watch behind), the driver later
+    /// reports [`Notification::WatchFired`] with this command's id.
+    Stat { path: String, watch: bool },
+    /// ZooKeeper: delete `path`, any version. Reply: [`Reply::Done`] or [`Reply::NoNode`].
+    Delete { path: String },
+}
+
+/// A Lua script the core asks Redis to run. The driver may cache its SHA1.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Script {
+    /// A short name for logs and metrics.
+    pub name: &'static str,
+    /// The Lua source.
+    pub source: &'static str,
+}
+
+/// The backend's answer to one command.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Reply {
+    /// Redis: the script's result.
+    Redis(RedisValue),
+    /// ZooKeeper create: the full path of the new node and its czxid.
+    Created { path: String, czxid: i64 },
+    /// ZooKeeper getChildren: child names (not full paths), in any order.
+    Children(Vec<String>),
+    /// ZooKeeper stat/getData: the node's czxid.
+    Stat { czxid: i64 },
+    /// ZooKeeper: the node does not exist.
+    NoNode,
+    /// Success with nothing to report (subscribe, unsubscribe, delete, containers).
+    Done,
+    /// The request may or may not have reached the server (connection lost,
+    /// timed out). The core retries idempotent work itself.
+    Failed(TransportError),
+    /// The server refused the request (a Redis error reply, a ZooKeeper error
+    /// code other than those above). The text is kept for diagnosis.
+    Refused(String),
+}
+
+/// A Redis reply value, as much of RESP as the scripts use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisValue {
+    Nil,
+    Int(i64),
+    Bulk(Vec<u8>),
+    Status(String),
+    Array(Vec<RedisValue>),
+}
+
+/// Why a request has no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransportError {
+    pub message: String,
+}
+
+/// Something the server told us without being asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Notification {
+    /// Redis: a pub/sub message on a channel this machine subscribed to.
+    Message { channel: String },
+    /// ZooKeeper: the watch set by the [`Op::Stat`] command `id` fired
+    /// (any event type: deletion, data change, or the session's end).
+    WatchFired { id: RequestId },
+}
+
+/// The state of the connection (Redis) or session (ZooKeeper) a lock uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectionEvent {
+    /// The connection dropped. Redis: the driver reconnects by itself.
+    /// ZooKeeper: the session may still be alive.
+    Disconnected,
+    /// Connected again (Redis: commands and subscriptions restored;
+    /// ZooKeeper: the same session resumed, or a new one after `SessionExpired`).
+    Connected,
+    /// ZooKeeper: the session expired; its ephemeral nodes and watches are gone.
+    /// The driver opens a new session and then reports `Connected`.
+    SessionExpired,
+}
+
+/// What the machine tells the application.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The acquire named by `ticket` holds the lock.
+    Granted { ticket: Ticket, owner: OwnerId, token: FencingToken, reentry: u32 },
+    /// The acquire named by `ticket` ended without the lock.
+    Failed { ticket: Ticket, owner: OwnerId, error: Error },
+    /// The holder lost the lock. Delivered before the server can grant the
+    /// lock to anyone else, as long as the driver keeps its timers.
+    Lost { owner: OwnerId, token: FencingToken, reason: LossReason },
+    /// The server-side release named by `id` finished; others may now be granted.
+    Released { id: ReleaseId },
+}
+
+/// The result of [`crate::LockMachine::release`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum ReleaseProgress {
+    /// A reentrant hold ended; the owner still holds `remaining` times. No I/O.
+    StillHeld { remaining: u32 },
+    /// The last hold ended; the server-side release is under way and ends
+    /// with [`Event::Released`] carrying this id.
+    Releasing(ReleaseId),
+}

@@ -1,0 +1,486 @@
+//! `LockMachine`: one lock name as seen by one client. It owns the local
+//! side (who holds it here and how often, who waits here and until when)
+//! and delegates the server side to a backend claim ([`crate::redis`],
+//! [`crate::zk`]).
+//!
+//! Local waiters queue here and only the first of them contends on the
+//! server, so many threads of one process cost one server-side waiter, and
+//! a release wakes one of them.
+
+use std::collections::VecDeque;
+
+use crate::io::{Command, ConnectionEvent, Event, Notification, ReleaseProgress, Reply};
+use crate::redis::RedisClaim;
+use crate::slot::{Claim, Cx, Outbox, Progress};
+use crate::time::Clock;
+use crate::zk::ZkClaim;
+use crate::{
+    Backend, Error, FencingToken, Instant, LockConfig, LockName, LossReason, Nonce, OwnerId, ReleaseId, RequestId,
+    Ticket,
+};
+
+/// How to acquire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AcquireOptions {
+    /// Give up at this instant (an [`Event::Failed`] with [`Error::Timeout`]).
+    pub deadline: Option<Instant>,
+    /// Try once without waiting: [`Error::WouldBlock`] if someone else holds it.
+    pub no_wait: bool,
+}
+
+#[derive(Debug)]
+struct Waiter {
+    ticket: Ticket,
+    owner: OwnerId,
+    deadline: Option<Instant>,
+    no_wait: bool,
+    nonce: Nonce,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Holder {
+    owner: OwnerId,
+    count: u32,
+    token: FencingToken,
+}
+
+/// A server-side claim with what the machine needs to know about it.
+struct Slot {
+    claim: Box<dyn Claim>,
+    /// The ticket the claim is for, while it is still wanted.
+    ticket: Option<Ticket>,
+    /// Set once the application released: its end is reported as `Released`.
+    release: Option<ReleaseId>,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot").field("claim", &self.claim.describe()).field("ticket", &self.ticket).finish()
+    }
+}
+
+/// The lifecycle of one lock for one client, without I/O. See the crate
+/// docs for the drive contract.
+#[derive(Debug)]
+pub struct LockMachine {
+    cfg: LockConfig,
+    name: LockName,
+    client_id: String,
+    clock: Clock,
+    out: Outbox,
+    events: VecDeque<Event>,
+    holder: Option<Holder>,
+    waiters: VecDeque<Waiter>,
+    /// The claim for `holder`, or for the first waiter while it contends.
+    active: Option<Slot>,
+    /// Claims that are only cleaning up (released, cancelled, lost).
+    background: Vec<Slot>,
+    /// The owner that lost the lock and has not released yet, with why.
+    lost: Option<(OwnerId, LossReason)>,
+    next_ticket: u64,
+    next_release: u64,
+    fatal: Option<Error>,
+    closed: bool,
+}
+
+impl LockMachine {
+    /// A machine for `name`. `client_id` is the client's 128-bit random id
+    /// (the Redis field prefix and ZooKeeper node data).
+    pub fn new(cfg: LockConfig, name: LockName, client_id: Nonce) -> Result<Self, Error> {
+        cfg.validate()?;
+        Ok(LockMachine {
+            cfg,
+            name,
+            client_id: client_id.to_uuid(),
+            clock: Clock::default(),
+            out: Outbox::default(),
+            events: VecDeque::new(),
+            holder: None,
+            waiters: VecDeque::new(),
+            active: None,
+            background: Vec::new(),
+            lost: None,
+            next_ticket: 0,
+            next_release: 0,
+            fatal: None,
+            closed: false,
+        })
+    }
+
+    // ---- getters -------------------------------------------------------
+
+    pub fn name(&self) -> &LockName {
+        &self.name
+    }
+
+    pub fn config(&self) -> &LockConfig {
+        &self.cfg
+    }
+
+    /// The local holder, its hold count and fencing token.
+    pub fn holder(&self) -> Option<(OwnerId, u32, FencingToken)> {
+        self.holder.map(|h| (h.owner, h.count, h.token))
+    }
+
+    /// Does `owner` hold the lock?
+    pub fn is_held_by(&self, owner: OwnerId) -> bool {
+        self.holder.is_some_and(|h| h.owner == owner)
+    }
+
+    /// Local acquires still waiting.
+    pub fn waiting(&self) -> usize {
+        self.waiters.len()
+    }
+
+    /// The Redis hash field (`<client uuid>:<owner>`) an owner holds the lock under.
+    pub fn redis_field(&self, owner: OwnerId) -> String {
+        format!("{}:{}", self.client_id, owner.0)
+    }
+
+    /// True when nothing is held, awaited or being cleaned up, and no output
+    /// is pending: the driver may drop the machine.
+    pub fn is_idle(&self) -> bool {
+        self.holder.is_none()
+            && self.waiters.is_empty()
+            && self.active.is_none()
+            && self.background.is_empty()
+            && self.events.is_empty()
+    }
+
+    // ---- application commands -----------------------------------------
+
+    /// Asks for the lock on behalf of `owner`. Re-entry by the holder is
+    /// granted at once with no I/O. The outcome arrives as
+    /// [`Event::Granted`] or [`Event::Failed`] with the returned ticket.
+    /// `nonce` must be fresh OS randomness: it names a ZooKeeper node.
+    pub fn acquire(
+        &mut self,
+        now: Instant,
+        owner: OwnerId,
+        opts: AcquireOptions,
+        nonce: Nonce,
+    ) -> Result<Ticket, Error> {
+        let now = self.clock.observe(now);
+        self.usable()?;
+        if self.lost.is_some_and(|(o, _)| o == owner) {
+            self.lost = None;
+        }
+        self.next_ticket += 1;
+        let ticket = Ticket(self.next_ticket);
+        if let Some(h) = self.holder.as_mut().filter(|h| h.owner == owner) {
+            h.count = h.count.checked_add(1).ok_or_else(|| Error::InvalidOption("hold count overflow".into()))?;
+            self.events.push_back(Event::Granted { ticket, owner, token: h.token, reentry: h.count - 1 });
+            return Ok(ticket);
+        }
+        if opts.no_wait && (self.holder.is_some() || !self.waiters.is_empty()) {
+            self.events.push_back(Event::Failed { ticket, owner, error: Error::WouldBlock });
+            return Ok(ticket);
+        }
+        if opts.deadline.is_some_and(|d| d <= now) && !opts.no_wait {
+            self.events.push_back(Event::Failed { ticket, owner, error: Error::Timeout });
+            return Ok(ticket);
+        }
+        self.waiters.push_back(Waiter { ticket, owner, deadline: opts.deadline, no_wait: opts.no_wait, nonce });
+        self.pump(now);
+        Ok(ticket)
+    }
+
+    /// Ends one hold by `owner`. [`Error::NotHeld`] if it does not hold the
+    /// lock (the lock stays as it was); [`Error::Lost`] once after a loss.
+    pub fn release(&mut self, now: Instant, owner: OwnerId) -> Result<ReleaseProgress, Error> {
+        let now = self.clock.observe(now);
+        if let Some((o, reason)) = self.lost {
+            if o == owner && !self.is_held_by(owner) {
+                self.lost = None;
+                return Err(Error::Lost(reason));
+            }
+        }
+        let Some(h) = self.holder.as_mut().filter(|h| h.owner == owner) else {
+            return Err(self.fatal.clone().unwrap_or(Error::NotHeld));
+        };
+        if h.count > 1 {
+            h.count -= 1;
+            return Ok(ReleaseProgress::StillHeld { remaining: h.count });
+        }
+        self.holder = None;
+        self.next_release += 1;
+        let id = ReleaseId(self.next_release);
+        if let Some(mut slot) = self.active.take() {
+            slot.release = Some(id);
+            slot.ticket = None;
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+            slot.claim.give_up(&mut cx);
+            self.retire(slot);
+        } else {
+            self.events.push_back(Event::Released { id });
+        }
+        self.pump(now);
+        Ok(ReleaseProgress::Releasing(id))
+    }
+
+    /// Withdraws a pending acquire. Whatever it put on the server is
+    /// removed in the background. No event follows for this ticket.
+    /// Returns false if the ticket is not waiting (already granted or failed).
+    pub fn cancel(&mut self, now: Instant, ticket: Ticket) -> bool {
+        let now = self.clock.observe(now);
+        let Some(pos) = self.waiters.iter().position(|w| w.ticket == ticket) else {
+            return false;
+        };
+        self.waiters.remove(pos);
+        self.abandon_active_for(now, ticket);
+        self.pump(now);
+        true
+    }
+
+    /// Stops the machine: waiters fail with [`Error::Closed`], the holder's
+    /// lock is released. Cleanup keeps running until [`Self::is_idle`].
+    pub fn close(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        self.closed = true;
+        for w in std::mem::take(&mut self.waiters) {
+            self.abandon_active_for(now, w.ticket);
+            self.events.push_back(Event::Failed { ticket: w.ticket, owner: w.owner, error: Error::Closed });
+        }
+        if self.holder.take().is_some() {
+            if let Some(mut slot) = self.active.take() {
+                let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+                slot.claim.give_up(&mut cx);
+                slot.ticket = None;
+                self.retire(slot);
+            }
+        }
+    }
+
+    // ---- inputs from the driver ---------------------------------------
+
+    /// Feeds the reply to command `id`. Replies nobody waits for any more
+    /// (a cancelled attempt's, an unsubscribe's) are dropped.
+    pub fn handle_reply(&mut self, now: Instant, id: RequestId, reply: Reply) {
+        let now = self.clock.observe(now);
+        if self.active.as_ref().is_some_and(|s| s.claim.owns(id)) {
+            let mut slot = self.active.take().expect("checked above");
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+            let p = slot.claim.on_reply(&mut cx, id, reply);
+            self.settle_active(now, slot, p);
+        } else if let Some(i) = self.background.iter().position(|s| s.claim.owns(id)) {
+            let mut slot = self.background.swap_remove(i);
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+            let p = slot.claim.on_reply(&mut cx, id, reply);
+            self.settle_background(slot, p);
+        }
+        self.pump(now);
+    }
+
+    /// Feeds a pub/sub message or a fired watch.
+    pub fn handle_notification(&mut self, now: Instant, n: Notification) {
+        let now = self.clock.observe(now);
+        self.for_each_slot(now, |claim, cx| claim.on_notification(cx, &n));
+    }
+
+    /// Feeds a change of connection or session state.
+    pub fn handle_connection(&mut self, now: Instant, ev: ConnectionEvent) {
+        let now = self.clock.observe(now);
+        self.for_each_slot(now, |claim, cx| claim.on_connection(cx, ev));
+    }
+
+    /// Runs every timer due at `now`: acquire deadlines, renewals, loss
+    /// deadlines, retries.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        // Slot timers first: a loss due now must be reported before anything else.
+        self.for_each_slot(now, |claim, cx| {
+            let mut last = Progress::Pending;
+            for t in claim.timers().take_due(cx.now) {
+                let p = claim.on_timer(cx, t);
+                if p != Progress::Pending {
+                    last = p;
+                }
+            }
+            last
+        });
+        let expired: Vec<(Ticket, OwnerId)> =
+            self.waiters.iter().filter(|w| w.deadline.is_some_and(|d| d <= now)).map(|w| (w.ticket, w.owner)).collect();
+        for (ticket, owner) in expired {
+            self.waiters.retain(|w| w.ticket != ticket);
+            self.abandon_active_for(now, ticket);
+            self.events.push_back(Event::Failed { ticket, owner, error: Error::Timeout });
+        }
+        self.pump(now);
+    }
+
+    // ---- outputs -------------------------------------------------------
+
+    /// The next command to send. Drain after every input.
+    #[must_use]
+    pub fn poll_command(&mut self) -> Option<Command> {
+        self.out.pop()
+    }
+
+    /// The next event for the application. Drain after every input.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Self::handle_timeout`] must next be called, if ever.
+    #[must_use]
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        let slots = self.active.iter_mut().chain(self.background.iter_mut());
+        let slot_next = slots.filter_map(|s| s.claim.timers().next()).min();
+        let waiter_next = self.waiters.iter().filter_map(|w| w.deadline).min();
+        match (slot_next, waiter_next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    // ---- internals -----------------------------------------------------
+
+    fn usable(&self) -> Result<(), Error> {
+        if let Some(e) = &self.fatal {
+            return Err(e.clone());
+        }
+        if self.closed {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// Starts a claim for the first waiter when nothing else holds or contends.
+    fn pump(&mut self, now: Instant) {
+        if self.holder.is_some() || self.active.is_some() || self.fatal.is_some() {
+            return;
+        }
+        let Some(w) = self.waiters.front() else { return };
+        let field = self.redis_field(w.owner);
+        if self.background.iter().any(|s| s.claim.shared_identity() == Some(field.as_str())) {
+            // The same owner's previous claim is still leaving the server;
+            // start once it is gone (its end calls pump again).
+            return;
+        }
+        let claim: Box<dyn Claim> = match self.cfg.backend {
+            Backend::Redis => Box::new(RedisClaim::new(field, !w.no_wait)),
+            Backend::ZooKeeper => Box::new(ZkClaim::new(w.nonce, field.into_bytes(), !w.no_wait)),
+        };
+        let mut slot = Slot { claim, ticket: Some(w.ticket), release: None };
+        let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+        slot.claim.begin(&mut cx);
+        self.active = Some(slot);
+    }
+
+    /// If the active claim is for `ticket`, give it up in the background.
+    fn abandon_active_for(&mut self, now: Instant, ticket: Ticket) {
+        if self.active.as_ref().is_some_and(|s| s.ticket == Some(ticket) && self.holder.is_none()) {
+            let mut slot = self.active.take().expect("checked above");
+            slot.ticket = None;
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+            slot.claim.give_up(&mut cx);
+            self.retire(slot);
+        }
+    }
+
+    fn retire(&mut self, slot: Slot) {
+        if slot.claim.is_finished() {
+            if let Some(id) = slot.release {
+                self.events.push_back(Event::Released { id });
+            }
+        } else {
+            self.background.push(slot);
+        }
+    }
+
+    fn for_each_slot(&mut self, now: Instant, mut f: impl FnMut(&mut dyn Claim, &mut Cx<'_>) -> Progress) {
+        if let Some(mut slot) = self.active.take() {
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+            let p = f(slot.claim.as_mut(), &mut cx);
+            self.settle_active(now, slot, p);
+        }
+        for mut slot in std::mem::take(&mut self.background) {
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+            let p = f(slot.claim.as_mut(), &mut cx);
+            self.settle_background(slot, p);
+        }
+        self.pump(now);
+    }
+
+    /// Applies what the active claim reported.
+    fn settle_active(&mut self, now: Instant, mut slot: Slot, p: Progress) {
+        match p {
+            Progress::Pending => self.active = Some(slot),
+            Progress::Granted(token) => {
+                let Some(ticket) = slot.ticket else {
+                    // Not wanted any more: should not happen, but never keep it.
+                    let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+                    slot.claim.give_up(&mut cx);
+                    return self.retire(slot);
+                };
+                let Some(pos) = self.waiters.iter().position(|w| w.ticket == ticket) else {
+                    let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+                    slot.claim.give_up(&mut cx);
+                    return self.retire(slot);
+                };
+                let w = self.waiters.remove(pos).expect("position is valid");
+                self.holder = Some(Holder { owner: w.owner, count: 1, token });
+                self.events.push_back(Event::Granted { ticket, owner: w.owner, token, reentry: 0 });
+                self.active = Some(slot);
+            }
+            Progress::Busy => {
+                if let Some(ticket) = slot.ticket.take() {
+                    if let Some(pos) = self.waiters.iter().position(|w| w.ticket == ticket) {
+                        let w = self.waiters.remove(pos).expect("position is valid");
+                        self.events.push_back(Event::Failed { ticket, owner: w.owner, error: Error::WouldBlock });
+                    }
+                }
+                self.retire(slot);
+            }
+            Progress::Lost(reason) => {
+                if let Some(h) = self.holder.take() {
+                    self.lost = Some((h.owner, reason));
+                    self.events.push_back(Event::Lost { owner: h.owner, token: h.token, reason });
+                }
+                slot.ticket = None;
+                let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+                slot.claim.give_up(&mut cx);
+                self.retire(slot);
+            }
+            Progress::Finished => {
+                // An active claim only finishes after give_up, which moves it
+                // to the background first; treat it as retired.
+                self.retire(slot);
+            }
+            Progress::Fatal(e) => self.fail(now, slot, e),
+        }
+    }
+
+    fn settle_background(&mut self, slot: Slot, p: Progress) {
+        match p {
+            Progress::Fatal(_) | Progress::Finished => {
+                if let Some(id) = slot.release {
+                    self.events.push_back(Event::Released { id });
+                }
+            }
+            _ if slot.claim.is_finished() => {
+                if let Some(id) = slot.release {
+                    self.events.push_back(Event::Released { id });
+                }
+            }
+            _ => self.background.push(slot),
+        }
+    }
+
+    /// A protocol error: report it to everyone and refuse further work.
+    fn fail(&mut self, now: Instant, mut slot: Slot, e: Error) {
+        self.fatal = Some(e.clone());
+        if let Some(h) = self.holder.take() {
+            self.lost = Some((h.owner, LossReason::Protocol));
+            self.events.push_back(Event::Lost { owner: h.owner, token: h.token, reason: LossReason::Protocol });
+        }
+        for w in std::mem::take(&mut self.waiters) {
+            self.events.push_back(Event::Failed { ticket: w.ticket, owner: w.owner, error: e.clone() });
+        }
+        let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+        slot.claim.give_up(&mut cx);
+        slot.ticket = None;
+        self.retire(slot);
+    }
+}

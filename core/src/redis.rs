@@ -1,0 +1,491 @@
+//! The Redis protocol: keys, scripts, and one claim's life as a state machine.
+//!
+//! Layout (wire-compatible with Redisson `RLock`, see PROTOCOLS.md):
+//! - the lock is a HASH at the lock name, field `<client uuid>:<owner id>`, value 1;
+//!   Redisson clients see it as held and wait; we see theirs the same way;
+//! - every release publishes `0` on `redisson_lock__channel:{name}`, which
+//!   wakes Redisson waiters;
+//! - fencing: `INCR polylock_fence:{name}` in the same script as the grant;
+//!   a missing counter starts from the server clock in microseconds, so
+//!   tokens keep growing even after a restart that lost the data;
+//! - polylock waiters queue in `polylock_queue:{name}` (FIFO, a sorted set
+//!   scored by arrival time) with liveness deadlines in
+//!   `polylock_queue_deadline:{name}`, and each listens on its own channel
+//!   `redisson_lock__channel:{name}:<field>`. A release wakes only the first
+//!   live waiter: one release, one retry, however many wait (no herd).
+//!
+//! All scripts are idempotent, so a request whose reply was lost is simply
+//! sent again.
+
+use crate::io::{ConnectionEvent, Notification, Op, RedisValue, Reply, Script};
+use crate::slot::{Backoff, Claim, Cx, Progress, Timer, Timers};
+use crate::{Error, FencingToken, Instant, LossReason, RequestId};
+
+/// Shared Lua: the server's clock, and the first live waiter (dropping
+/// waiters whose deadline passed: they crashed or gave up uncleanly).
+/// Expects KEYS[q] and KEYS[d] to be passed as `qk` and `dk`.
+macro_rules! lua_prelude {
+    () => {
+        r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local pruned = false
+local function first_waiter(qk, dk)
+  while true do
+    local h = redis.call('ZRANGE', qk, 0, 0)[1]
+    if not h then return nil end
+    local d = tonumber(redis.call('ZSCORE', dk, h))
+    if d and d > now then return h end
+    redis.call('ZREM', qk, h)
+    redis.call('ZREM', dk, h)
+    pruned = true
+  end
+end
+"#
+    };
+}
+
+/// KEYS: lock, fence, queue, queue deadlines.
+/// ARGV: field, lease ms, wait ('1' to join the queue when busy), waiter TTL ms,
+/// waiter channel prefix.
+/// Returns `{1, token}` when granted (also when the field already holds it:
+/// a retried grant), else `{0, pttl}` (`-2` when the key is free but another
+/// waiter is first in line, `-1` for a foreign key without expiry).
+pub static ACQUIRE: Script = Script {
+    name: "polylock_acquire",
+    source: concat!(
+        "-- polylock acquire v1\n",
+        lua_prelude!(),
+        r#"
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+local first = first_waiter(KEYS[3], KEYS[4])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if first == nil or first == ARGV[1] then
+    redis.call('HSET', KEYS[1], ARGV[1], 1)
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    if first ~= nil then
+      redis.call('ZREM', KEYS[3], ARGV[1])
+      redis.call('ZREM', KEYS[4], ARGV[1])
+    end
+    if redis.call('EXISTS', KEYS[2]) == 0 then
+      -- First grant, or the counter was lost (a restart without persistence):
+      -- start from the server's clock in microseconds, above any token this
+      -- name can have had, since no lock is granted twice in a microsecond.
+      redis.call('SET', KEYS[2], now_us)
+    end
+    return {1, redis.call('INCR', KEYS[2])}
+  end
+  if pruned then
+    redis.call('PUBLISH', ARGV[5] .. ':' .. first, '0')
+  end
+end
+if ARGV[3] == '1' then
+  redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[1])
+  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), ARGV[1])
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  redis.call('PEXPIRE', KEYS[4], ARGV[4])
+end
+return {0, redis.call('PTTL', KEYS[1])}
+"#
+    ),
+};
+
+/// KEYS: lock, queue, queue deadlines.
+/// ARGV: field, Redisson channel, waiter channel prefix.
+/// Leaves the lock and the queue: deletes the lock if our field holds it
+/// (publishing `0` for Redisson waiters), drops our queue entry, and wakes
+/// the first live waiter if the lock is free and we held it or were first.
+/// Returns 1 if we held the lock, else 0. Used for release, cancel and cleanup.
+pub static LEAVE: Script = Script {
+    name: "polylock_leave",
+    source: concat!(
+        "-- polylock leave v1\n",
+        lua_prelude!(),
+        r#"
+local was_first = first_waiter(KEYS[2], KEYS[3]) == ARGV[1]
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+local held = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
+if held then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], '0')
+end
+if (held or was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0 then
+  local first = first_waiter(KEYS[2], KEYS[3])
+  if first ~= nil then
+    redis.call('PUBLISH', ARGV[3] .. ':' .. first, '0')
+  end
+end
+if held then return 1 end
+return 0
+"#
+    ),
+};
+
+/// KEYS: lock. ARGV: field, lease ms. Extends the lease if our field still
+/// holds the lock: returns 1, else 0 (the lock is gone: we lost it).
+pub static RENEW: Script = Script {
+    name: "polylock_renew",
+    source: r#"-- polylock renew v1
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"#,
+};
+
+/// Where a Redis claim is in its life.
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    /// The acquire script is out (`None`: waiting for the retry timer).
+    Acquiring {
+        req: Option<RequestId>,
+        sent_at: Instant,
+    },
+    /// Busy once; subscribing to our channel before trying again.
+    Subscribing {
+        req: Option<RequestId>,
+    },
+    /// Queued and subscribed; waiting for our channel or the fallback timer.
+    Waiting,
+    /// Granted. `renew` is the renewal in flight and when it was sent.
+    Held {
+        token: FencingToken,
+        renew: Option<(RequestId, Instant)>,
+    },
+    /// Leaving the lock and the queue (`None`: waiting for the retry timer).
+    Leaving {
+        req: Option<RequestId>,
+    },
+    Finished,
+}
+
+/// One claim on a Redis lock.
+#[derive(Debug)]
+pub(crate) struct RedisClaim {
+    field: String,
+    wait: bool,
+    phase: Phase,
+    subscribed: bool,
+    /// A wake-up arrived while an acquire was in flight: retry at once if it says busy.
+    woken: bool,
+    /// When giving up: the moment after which nothing of ours can remain on
+    /// the server (lease and queue entry both expired), so retries stop.
+    give_up_by: Option<Instant>,
+    timers: Timers,
+    backoff: Backoff,
+}
+
+impl RedisClaim {
+    pub(crate) fn new(field: String, wait: bool) -> Self {
+        RedisClaim {
+            field,
+            wait,
+            phase: Phase::Acquiring { req: None, sent_at: Instant::default() },
+            subscribed: false,
+            woken: false,
+            give_up_by: None,
+            timers: Timers::default(),
+            backoff: Backoff::default(),
+        }
+    }
+
+    fn channel(&self, cx: &Cx<'_>) -> String {
+        cx.name.redis_waiter_channel(&self.field)
+    }
+
+    fn send_acquire(&mut self, cx: &mut Cx<'_>) {
+        let n = cx.name;
+        let id = cx.out.send(Op::Eval {
+            script: &ACQUIRE,
+            keys: vec![
+                n.redis_key().to_owned(),
+                n.redis_fence_key(),
+                n.redis_queue_key(),
+                n.redis_queue_deadline_key(),
+            ],
+            args: vec![
+                self.field.clone(),
+                cx.cfg.lease.as_millis().to_string(),
+                if self.wait { "1" } else { "0" }.to_owned(),
+                cx.cfg.waiter_ttl.as_millis().to_string(),
+                n.redis_channel(),
+            ],
+        });
+        self.woken = false;
+        self.timers.clear(Timer::Retry);
+        self.phase = Phase::Acquiring { req: Some(id), sent_at: cx.now };
+    }
+
+    fn send_subscribe(&mut self, cx: &mut Cx<'_>) {
+        let id = cx.out.send(Op::Subscribe { channel: self.channel(cx) });
+        self.subscribed = true;
+        self.phase = Phase::Subscribing { req: Some(id) };
+    }
+
+    fn send_unsubscribe(&mut self, cx: &mut Cx<'_>) {
+        if self.subscribed {
+            self.subscribed = false;
+            let _ = cx.out.send(Op::Unsubscribe { channel: self.channel(cx) });
+        }
+    }
+
+    fn send_leave(&mut self, cx: &mut Cx<'_>) {
+        let n = cx.name;
+        let id = cx.out.send(Op::Eval {
+            script: &LEAVE,
+            keys: vec![n.redis_key().to_owned(), n.redis_queue_key(), n.redis_queue_deadline_key()],
+            args: vec![self.field.clone(), n.redis_channel(), n.redis_channel()],
+        });
+        self.timers.clear(Timer::Retry);
+        self.phase = Phase::Leaving { req: Some(id) };
+    }
+
+    fn send_renew(&mut self, cx: &mut Cx<'_>, token: FencingToken) {
+        let id = cx.out.send(Op::Eval {
+            script: &RENEW,
+            keys: vec![cx.name.redis_key().to_owned()],
+            args: vec![self.field.clone(), cx.cfg.lease.as_millis().to_string()],
+        });
+        self.phase = Phase::Held { token, renew: Some((id, cx.now)) };
+    }
+
+    /// The lease is confirmed until `sent_at + lease`: the server set the
+    /// expiry no earlier than we sent the request. Our own deadline is that
+    /// less the drift margin, so we report loss before the server can expire it.
+    fn confirm_lease(&mut self, cx: &Cx<'_>, sent_at: Instant) {
+        let cfg = cx.cfg;
+        self.timers.set(Timer::Loss, sent_at.saturating_add(cfg.lease).saturating_sub(cfg.drift()));
+        self.timers.set(Timer::Renew, sent_at.saturating_add(cfg.renew_interval()));
+        self.backoff.reset();
+    }
+
+    fn retry_later(&mut self, cx: &Cx<'_>) {
+        let d = self.backoff.next_delay(cx.cfg.min_backoff, cx.cfg.max_backoff);
+        self.timers.set(Timer::Retry, cx.now.saturating_add(d));
+    }
+
+    fn finish(&mut self) -> Progress {
+        self.phase = Phase::Finished;
+        self.timers.clear_all();
+        Progress::Finished
+    }
+
+    fn on_acquire_reply(&mut self, cx: &mut Cx<'_>, sent_at: Instant, reply: Reply) -> Progress {
+        let (granted, value) = match parse_pair(&reply) {
+            Ok(Some(pair)) => pair,
+            Ok(None) => {
+                // No answer: the script may or may not have run. It is idempotent.
+                self.phase = Phase::Acquiring { req: None, sent_at };
+                self.retry_later(cx);
+                return Progress::Pending;
+            }
+            Err(e) => return Progress::Fatal(e),
+        };
+        if granted {
+            let Ok(token) = u64::try_from(value) else {
+                return Progress::Fatal(Error::Protocol(format!("negative fencing token {value}")));
+            };
+            self.send_unsubscribe(cx);
+            self.phase = Phase::Held { token: FencingToken(token), renew: None };
+            self.confirm_lease(cx, sent_at);
+            return Progress::Granted(FencingToken(token));
+        }
+        self.backoff.reset();
+        if !self.wait {
+            self.finish();
+            return Progress::Busy;
+        }
+        if !self.subscribed {
+            // Subscribe, then try once more: a release between our first try
+            // and the subscription would otherwise go unheard.
+            self.send_subscribe(cx);
+        } else if self.woken {
+            self.send_acquire(cx);
+        } else {
+            self.phase = Phase::Waiting;
+            // Fallback when no message comes: at the holder's expiry, and at
+            // least every third of the waiter TTL to keep our queue place alive.
+            let refresh = cx.cfg.waiter_ttl / 3;
+            let wait = match u64::try_from(value) {
+                Ok(ms) if ms > 0 => std::time::Duration::from_millis(ms).min(refresh),
+                _ => refresh,
+            };
+            self.timers.set(Timer::Retry, cx.now.saturating_add(wait));
+        }
+        Progress::Pending
+    }
+}
+
+/// Reads `{flag, value}` from a script reply. `Ok(None)` means no answer.
+fn parse_pair(reply: &Reply) -> Result<Option<(bool, i64)>, Error> {
+    match reply {
+        Reply::Failed(_) => Ok(None),
+        Reply::Redis(RedisValue::Array(items)) => match items.as_slice() {
+            [RedisValue::Int(flag @ (0 | 1)), RedisValue::Int(v)] => Ok(Some((*flag == 1, *v))),
+            _ => Err(Error::Protocol(format!("unexpected acquire reply {items:?}"))),
+        },
+        other => Err(Error::Protocol(format!("unexpected acquire reply {other:?}"))),
+    }
+}
+
+impl Claim for RedisClaim {
+    fn begin(&mut self, cx: &mut Cx<'_>) {
+        self.send_acquire(cx);
+    }
+
+    fn owns(&self, id: RequestId) -> bool {
+        match &self.phase {
+            Phase::Acquiring { req, .. } | Phase::Subscribing { req } | Phase::Leaving { req } => *req == Some(id),
+            Phase::Held { renew, .. } => renew.map(|(r, _)| r) == Some(id),
+            Phase::Waiting | Phase::Finished => false,
+        }
+    }
+
+    fn on_reply(&mut self, cx: &mut Cx<'_>, id: RequestId, reply: Reply) -> Progress {
+        match self.phase.clone() {
+            Phase::Acquiring { req: Some(r), sent_at } if r == id => self.on_acquire_reply(cx, sent_at, reply),
+            Phase::Subscribing { req: Some(r) } if r == id => match reply {
+                Reply::Done => {
+                    self.send_acquire(cx);
+                    Progress::Pending
+                }
+                Reply::Failed(_) => {
+                    self.phase = Phase::Subscribing { req: None };
+                    self.retry_later(cx);
+                    Progress::Pending
+                }
+                other => Progress::Fatal(Error::Protocol(format!("unexpected subscribe reply {other:?}"))),
+            },
+            Phase::Held { token, renew: Some((r, sent_at)) } if r == id => {
+                self.phase = Phase::Held { token, renew: None };
+                match reply {
+                    Reply::Redis(RedisValue::Int(1)) => {
+                        self.confirm_lease(cx, sent_at);
+                        Progress::Pending
+                    }
+                    Reply::Redis(RedisValue::Int(0)) => {
+                        self.timers.clear_all();
+                        Progress::Lost(LossReason::RenewalRefused)
+                    }
+                    Reply::Failed(_) => {
+                        // Try again soon; the Loss timer still bounds how long we believe.
+                        self.timers.clear(Timer::Renew);
+                        self.retry_later(cx);
+                        Progress::Pending
+                    }
+                    other => Progress::Fatal(Error::Protocol(format!("unexpected renew reply {other:?}"))),
+                }
+            }
+            Phase::Leaving { req: Some(r) } if r == id => match reply {
+                Reply::Redis(RedisValue::Int(0 | 1)) => self.finish(),
+                Reply::Failed(_) => {
+                    if self.give_up_by.is_some_and(|by| cx.now >= by) {
+                        return self.finish();
+                    }
+                    self.phase = Phase::Leaving { req: None };
+                    self.retry_later(cx);
+                    Progress::Pending
+                }
+                other => Progress::Fatal(Error::Protocol(format!("unexpected leave reply {other:?}"))),
+            },
+            _ => Progress::Pending,
+        }
+    }
+
+    fn on_notification(&mut self, cx: &mut Cx<'_>, n: &Notification) -> Progress {
+        let Notification::Message { channel } = n else { return Progress::Pending };
+        if *channel != self.channel(cx) {
+            return Progress::Pending;
+        }
+        match self.phase {
+            Phase::Waiting => self.send_acquire(cx),
+            Phase::Acquiring { req: Some(_), .. } => self.woken = true,
+            _ => {}
+        }
+        Progress::Pending
+    }
+
+    fn on_connection(&mut self, cx: &mut Cx<'_>, ev: ConnectionEvent) -> Progress {
+        if ev != ConnectionEvent::Connected {
+            return Progress::Pending;
+        }
+        // Back after an outage: a wake-up may have been missed, and every
+        // request waiting for its retry timer can go now.
+        self.backoff.reset();
+        match self.phase.clone() {
+            Phase::Waiting | Phase::Acquiring { req: None, .. } => self.send_acquire(cx),
+            Phase::Subscribing { req: None } => self.send_subscribe(cx),
+            Phase::Leaving { req: None } => self.send_leave(cx),
+            Phase::Held { token, renew: None } if self.timers.get(Timer::Retry).is_some() => {
+                self.timers.clear(Timer::Retry);
+                self.send_renew(cx, token);
+            }
+            _ => {}
+        }
+        Progress::Pending
+    }
+
+    fn on_timer(&mut self, cx: &mut Cx<'_>, t: Timer) -> Progress {
+        match (t, self.phase.clone()) {
+            (Timer::Loss, Phase::Held { .. }) => {
+                self.timers.clear_all();
+                Progress::Lost(LossReason::LeaseExpired)
+            }
+            (Timer::Renew | Timer::Retry, Phase::Held { token, renew: None }) => {
+                self.timers.clear(Timer::Retry);
+                self.send_renew(cx, token);
+                Progress::Pending
+            }
+            (Timer::Retry, Phase::Waiting | Phase::Acquiring { req: None, .. }) => {
+                self.send_acquire(cx);
+                Progress::Pending
+            }
+            (Timer::Retry, Phase::Subscribing { req: None }) => {
+                self.send_subscribe(cx);
+                Progress::Pending
+            }
+            (Timer::Retry, Phase::Leaving { req: None }) => {
+                if self.give_up_by.is_some_and(|by| cx.now >= by) {
+                    return self.finish();
+                }
+                self.send_leave(cx);
+                Progress::Pending
+            }
+            _ => Progress::Pending,
+        }
+    }
+
+    fn give_up(&mut self, cx: &mut Cx<'_>) {
+        if matches!(self.phase, Phase::Finished | Phase::Leaving { .. }) {
+            return;
+        }
+        // Acquired or not, queued or not, in flight or not: LEAVE covers every
+        // case, and it runs after anything we sent before on the same connection.
+        self.give_up_by = Some(cx.now.saturating_add(cx.cfg.lease.max(cx.cfg.waiter_ttl)));
+        self.timers.clear_all();
+        self.send_unsubscribe(cx);
+        self.send_leave(cx);
+    }
+
+    fn timers(&mut self) -> &mut Timers {
+        &mut self.timers
+    }
+
+    fn is_finished(&self) -> bool {
+        self.phase == Phase::Finished
+    }
+
+    fn describe(&self) -> String {
+        self.field.clone()
+    }
+
+    fn shared_identity(&self) -> Option<&str> {
+        Some(&self.field)
+    }
+}

@@ -1,0 +1,483 @@
+//! The ZooKeeper protocol: Curator `InterProcessMutex`'s node layout and
+//! predecessor choice, and one claim's life as a state machine.
+//!
+//! - A contender creates `P/_c_<uuid>-lock-<seq>` EPHEMERAL_SEQUENTIAL
+//!   (Curator's "protected" name: the uuid prefix lets us find our node if
+//!   the create reply is lost), with CONTAINER parents made on demand.
+//! - The create and a getChildren of `P` go out together: one session's
+//!   requests are answered in order, so the list already holds our node and
+//!   an uncontended acquire costs one round trip.
+//! - Children sort by the text after the last `lock-` (Curator's rule), so
+//!   Curator and polylock contenders on one path form one queue.
+//! - Index 0 holds the lock; anyone else watches only its immediate
+//!   predecessor (getData with a watch), so a release wakes one waiter.
+//! - Fencing token: the czxid of our node, which grows across the ensemble
+//!   and survives the parent's deletion (the sequence number does not).
+
+use crate::io::{ConnectionEvent, Notification, Op, Reply};
+use crate::slot::{Backoff, Claim, Cx, Progress, Timer, Timers};
+use crate::{Error, FencingToken, LossReason, Nonce, RequestId};
+
+/// Curator's lock node marker.
+pub const LOCK_MARKER: &str = "lock-";
+
+/// The text a child sorts by: after the last `lock-`, or the whole name.
+pub fn sort_key(child: &str) -> &str {
+    match child.rfind(LOCK_MARKER) {
+        Some(i) => &child[i + LOCK_MARKER.len()..],
+        None => child,
+    }
+}
+
+/// Children in lock order (a stable sort, as Java's `Collections.sort`).
+pub fn sorted_contenders(mut children: Vec<String>) -> Vec<String> {
+    children.sort_by(|a, b| sort_key(a).cmp(sort_key(b)));
+    children
+}
+
+/// The prefix of our node's name for a given protection uuid.
+pub fn node_prefix(uuid: &str) -> String {
+    format!("_c_{uuid}-{LOCK_MARKER}")
+}
+
+/// What the claim is trying to do right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Goal {
+    Acquire,
+    /// Release or cancel: delete our node once we know it, then finish.
+    Leave,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    /// Create and getChildren are out together; each becomes `None` once answered
+    /// (the list only matters once the create has named our node).
+    Creating {
+        create: Option<RequestId>,
+        list: Option<RequestId>,
+    },
+    /// The create's outcome is unknown: list the children to find our node
+    /// by its uuid prefix (`None`: waiting to retry).
+    Recovering {
+        list: Option<RequestId>,
+    },
+    /// Our node was found by prefix; reading its czxid.
+    ReadingOwnNode {
+        req: Option<RequestId>,
+    },
+    /// Re-reading the children after a wake-up (`None`: waiting to retry).
+    Listing {
+        list: Option<RequestId>,
+    },
+    /// Watching the predecessor; `req` is the stat+watch request, whose
+    /// id also names the watch when it fires.
+    Watching {
+        req: RequestId,
+    },
+    Held,
+    /// Deleting our node (`None`: waiting to retry).
+    Deleting {
+        req: Option<RequestId>,
+    },
+    /// The session expired while we waited: start over once a new one is up.
+    AwaitingSession,
+    Finished,
+}
+
+/// One claim on a ZooKeeper lock.
+#[derive(Debug)]
+pub(crate) struct ZkClaim {
+    nonce: Nonce,
+    generation: u64,
+    uuid: String,
+    data: Vec<u8>,
+    wait: bool,
+    goal: Goal,
+    /// Our node's name (not the full path) and czxid, once known.
+    node: Option<(String, i64)>,
+    phase: Phase,
+    timers: Timers,
+    backoff: Backoff,
+}
+
+impl ZkClaim {
+    /// `data` is stored in the node (who holds it, for `status`).
+    pub(crate) fn new(nonce: Nonce, data: Vec<u8>, wait: bool) -> Self {
+        ZkClaim {
+            nonce,
+            generation: 0,
+            uuid: nonce.to_uuid(),
+            data,
+            wait,
+            goal: Goal::Acquire,
+            node: None,
+            phase: Phase::Recovering { list: None },
+            timers: Timers::default(),
+            backoff: Backoff::default(),
+        }
+    }
+
+    fn node_path(&self, cx: &Cx<'_>, node: &str) -> String {
+        format!("{}/{node}", cx.name.zk_path())
+    }
+
+    fn send_create(&mut self, cx: &mut Cx<'_>) {
+        let parent = cx.name.zk_path();
+        let create = cx.out.send(Op::CreateSequential {
+            path: format!("{parent}/{}", node_prefix(&self.uuid)),
+            data: self.data.clone(),
+        });
+        let list = cx.out.send(Op::GetChildren { path: parent });
+        self.phase = Phase::Creating { create: Some(create), list: Some(list) };
+    }
+
+    fn send_list(&mut self, cx: &mut Cx<'_>, recovering: bool) {
+        let list = Some(cx.out.send(Op::GetChildren { path: cx.name.zk_path() }));
+        self.timers.clear(Timer::Retry);
+        self.phase = if recovering { Phase::Recovering { list } } else { Phase::Listing { list } };
+    }
+
+    fn send_delete(&mut self, cx: &mut Cx<'_>) {
+        match self.node.clone() {
+            Some((node, _)) => {
+                let req = cx.out.send(Op::Delete { path: self.node_path(cx, &node) });
+                self.timers.clear(Timer::Retry);
+                self.phase = Phase::Deleting { req: Some(req) };
+            }
+            None => {
+                // We never learnt our node's name: find it by prefix, then delete.
+                self.send_list(cx, true);
+            }
+        }
+    }
+
+    /// A fresh identity after the session (and so our node) is gone.
+    fn restart(&mut self, cx: &mut Cx<'_>) {
+        self.generation += 1;
+        self.uuid = self.nonce.derive(self.generation).to_uuid();
+        self.node = None;
+        self.send_create(cx);
+    }
+
+    fn retry_later(&mut self, cx: &Cx<'_>) {
+        let d = self.backoff.next_delay(cx.cfg.min_backoff, cx.cfg.max_backoff);
+        self.timers.set(Timer::Retry, cx.now.saturating_add(d));
+    }
+
+    fn finish(&mut self) -> Progress {
+        self.phase = Phase::Finished;
+        self.timers.clear_all();
+        Progress::Finished
+    }
+
+    /// Decide from a children list: held, watch the predecessor, or start over.
+    fn evaluate(&mut self, cx: &mut Cx<'_>, children: Vec<String>) -> Progress {
+        let Some((node, czxid)) = self.node.clone() else {
+            return Progress::Pending;
+        };
+        if self.goal == Goal::Leave {
+            self.send_delete(cx);
+            return Progress::Pending;
+        }
+        let sorted = sorted_contenders(children);
+        let Some(index) = sorted.iter().position(|c| *c == node) else {
+            // Our node is gone although the session is not known to be
+            // expired (deleted by someone, or the session just expired):
+            // contend again with a new node.
+            self.restart(cx);
+            return Progress::Pending;
+        };
+        self.backoff.reset();
+        if index == 0 {
+            self.phase = Phase::Held;
+            let Ok(token) = u64::try_from(czxid) else {
+                return Progress::Fatal(Error::Protocol(format!("negative czxid {czxid}")));
+            };
+            return Progress::Granted(FencingToken(token));
+        }
+        if !self.wait {
+            self.goal = Goal::Leave;
+            self.send_delete(cx);
+            return Progress::Busy;
+        }
+        let predecessor = &sorted[index - 1];
+        let req = cx.out.send(Op::Stat { path: self.node_path(cx, predecessor), watch: true });
+        self.phase = Phase::Watching { req };
+        Progress::Pending
+    }
+
+    /// Children listed while our create's outcome is unknown.
+    fn recover_from(&mut self, cx: &mut Cx<'_>, children: Vec<String>) -> Progress {
+        let prefix = node_prefix(&self.uuid);
+        match children.into_iter().find(|c| c.starts_with(&prefix)) {
+            Some(found) => {
+                self.node = Some((found.clone(), 0));
+                let req = cx.out.send(Op::Stat { path: self.node_path(cx, &found), watch: false });
+                self.phase = Phase::ReadingOwnNode { req: Some(req) };
+                Progress::Pending
+            }
+            None if self.goal == Goal::Leave => self.finish(),
+            None => {
+                self.send_create(cx);
+                Progress::Pending
+            }
+        }
+    }
+
+    fn on_failure(&mut self, cx: &mut Cx<'_>, next: Phase) -> Progress {
+        self.phase = next;
+        self.retry_later(cx);
+        Progress::Pending
+    }
+}
+
+impl Claim for ZkClaim {
+    fn begin(&mut self, cx: &mut Cx<'_>) {
+        self.send_create(cx);
+    }
+
+    fn owns(&self, id: RequestId) -> bool {
+        match &self.phase {
+            Phase::Creating { create, list } => *create == Some(id) || *list == Some(id),
+            Phase::Recovering { list } | Phase::Listing { list } => *list == Some(id),
+            Phase::ReadingOwnNode { req } | Phase::Deleting { req } => *req == Some(id),
+            Phase::Watching { req } => *req == id,
+            Phase::Held | Phase::AwaitingSession | Phase::Finished => false,
+        }
+    }
+
+    fn on_reply(&mut self, cx: &mut Cx<'_>, id: RequestId, reply: Reply) -> Progress {
+        match self.phase.clone() {
+            Phase::Creating { create: Some(c), list } if c == id => match reply {
+                Reply::Created { path, czxid } => {
+                    let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
+                    self.node = Some((name, czxid));
+                    if self.goal == Goal::Leave {
+                        self.send_delete(cx);
+                    } else if list.is_none() {
+                        // The pipelined list already failed: list again.
+                        self.send_list(cx, false);
+                    } else {
+                        self.phase = Phase::Creating { create: None, list };
+                    }
+                    Progress::Pending
+                }
+                Reply::NoNode => {
+                    // The parent is missing (first use, or a container reaped).
+                    // The pipelined list fails too; make the parents, then retry.
+                    if self.goal == Goal::Leave {
+                        return self.finish();
+                    }
+                    let _ = cx.out.send(Op::CreateContainers { path: cx.name.zk_path() });
+                    self.send_create(cx);
+                    Progress::Pending
+                }
+                Reply::Failed(_) => self.on_failure(cx, Phase::Recovering { list: None }),
+                other => Progress::Fatal(Error::Protocol(format!("unexpected create reply {other:?}"))),
+            },
+            Phase::Creating { create, list: Some(l) } if l == id => match reply {
+                Reply::Children(children) if self.goal == Goal::Acquire && self.node.is_some() => {
+                    self.evaluate(cx, children)
+                }
+                Reply::Children(_) | Reply::NoNode | Reply::Failed(_) if create.is_some() => {
+                    // The create is still unanswered; its reply decides what comes next.
+                    self.phase = Phase::Creating { create, list: None };
+                    Progress::Pending
+                }
+                Reply::Children(_) | Reply::NoNode | Reply::Failed(_) => {
+                    self.on_failure(cx, Phase::Listing { list: None })
+                }
+                other => Progress::Fatal(Error::Protocol(format!("unexpected children reply {other:?}"))),
+            },
+            Phase::Recovering { list: Some(l) } if l == id => match reply {
+                Reply::Children(children) => self.recover_from(cx, children),
+                Reply::NoNode if self.goal == Goal::Leave => self.finish(),
+                Reply::NoNode => {
+                    self.send_create(cx);
+                    Progress::Pending
+                }
+                Reply::Failed(_) => self.on_failure(cx, Phase::Recovering { list: None }),
+                other => Progress::Fatal(Error::Protocol(format!("unexpected children reply {other:?}"))),
+            },
+            Phase::ReadingOwnNode { req: Some(r) } if r == id => match reply {
+                Reply::Stat { czxid } => {
+                    if let Some((name, _)) = self.node.take() {
+                        self.node = Some((name, czxid));
+                    }
+                    if self.goal == Goal::Leave {
+                        self.send_delete(cx);
+                    } else {
+                        self.send_list(cx, false);
+                    }
+                    Progress::Pending
+                }
+                Reply::NoNode => {
+                    self.node = None;
+                    if self.goal == Goal::Leave {
+                        return self.finish();
+                    }
+                    self.restart(cx);
+                    Progress::Pending
+                }
+                Reply::Failed(_) => self.on_failure(cx, Phase::ReadingOwnNode { req: None }),
+                other => Progress::Fatal(Error::Protocol(format!("unexpected stat reply {other:?}"))),
+            },
+            Phase::Listing { list: Some(l) } if l == id => match reply {
+                Reply::Children(children) => self.evaluate(cx, children),
+                Reply::NoNode => {
+                    self.restart(cx);
+                    Progress::Pending
+                }
+                Reply::Failed(_) => self.on_failure(cx, Phase::Listing { list: None }),
+                other => Progress::Fatal(Error::Protocol(format!("unexpected children reply {other:?}"))),
+            },
+            Phase::Watching { req } if req == id => match reply {
+                // The watch is set: wait for it to fire.
+                Reply::Stat { .. } => Progress::Pending,
+                // The predecessor left before we looked: look again.
+                Reply::NoNode => {
+                    self.send_list(cx, false);
+                    Progress::Pending
+                }
+                Reply::Failed(_) => self.on_failure(cx, Phase::Listing { list: None }),
+                other => Progress::Fatal(Error::Protocol(format!("unexpected stat reply {other:?}"))),
+            },
+            Phase::Deleting { req: Some(r) } if r == id => match reply {
+                Reply::Done | Reply::NoNode => self.finish(),
+                Reply::Failed(_) => self.on_failure(cx, Phase::Deleting { req: None }),
+                other => Progress::Fatal(Error::Protocol(format!("unexpected delete reply {other:?}"))),
+            },
+            _ => Progress::Pending,
+        }
+    }
+
+    fn on_notification(&mut self, cx: &mut Cx<'_>, n: &Notification) -> Progress {
+        match (n, &self.phase) {
+            (Notification::WatchFired { id }, Phase::Watching { req }) if id == req => {
+                self.send_list(cx, false);
+            }
+            _ => {}
+        }
+        Progress::Pending
+    }
+
+    fn on_connection(&mut self, cx: &mut Cx<'_>, ev: ConnectionEvent) -> Progress {
+        match ev {
+            ConnectionEvent::Disconnected => {
+                if self.phase == Phase::Held {
+                    self.timers.set(Timer::Loss, cx.now.saturating_add(cx.cfg.disconnect_grace()));
+                }
+                Progress::Pending
+            }
+            ConnectionEvent::SessionExpired => {
+                // Our ephemeral node is gone with the session.
+                self.node = None;
+                match (self.goal, &self.phase) {
+                    (_, Phase::Finished) => Progress::Finished,
+                    (_, Phase::Held) => {
+                        self.timers.clear_all();
+                        Progress::Lost(LossReason::SessionExpired)
+                    }
+                    (Goal::Leave, _) => self.finish(),
+                    (Goal::Acquire, _) => {
+                        self.timers.clear_all();
+                        self.phase = Phase::AwaitingSession;
+                        Progress::Pending
+                    }
+                }
+            }
+            ConnectionEvent::Connected => {
+                self.timers.clear(Timer::Loss);
+                self.backoff.reset();
+                match self.phase.clone() {
+                    Phase::AwaitingSession => self.restart(cx),
+                    Phase::Recovering { list: None } => self.send_list(cx, true),
+                    // A watch may have fired while we were away: look again.
+                    Phase::Listing { list: None } | Phase::Watching { .. } => self.send_list(cx, false),
+                    Phase::ReadingOwnNode { req: None } | Phase::Deleting { req: None } => {
+                        self.timers.clear(Timer::Retry);
+                        self.on_timer(cx, Timer::Retry);
+                    }
+                    _ => {}
+                }
+                Progress::Pending
+            }
+        }
+    }
+
+    fn on_timer(&mut self, cx: &mut Cx<'_>, t: Timer) -> Progress {
+        match (t, self.phase.clone()) {
+            (Timer::Loss, Phase::Held) => {
+                self.timers.clear_all();
+                Progress::Lost(LossReason::Disconnected)
+            }
+            (Timer::Retry, Phase::Recovering { list: None }) => {
+                self.send_list(cx, true);
+                Progress::Pending
+            }
+            (Timer::Retry, Phase::Listing { list: None }) => {
+                self.send_list(cx, false);
+                Progress::Pending
+            }
+            (Timer::Retry, Phase::ReadingOwnNode { req: None }) => {
+                let node = self.node.clone().map(|(n, _)| n).unwrap_or_default();
+                let req = cx.out.send(Op::Stat { path: self.node_path(cx, &node), watch: false });
+                self.phase = Phase::ReadingOwnNode { req: Some(req) };
+                Progress::Pending
+            }
+            (Timer::Retry, Phase::Deleting { req: None }) => {
+                self.send_delete(cx);
+                Progress::Pending
+            }
+            _ => Progress::Pending,
+        }
+    }
+
+    fn give_up(&mut self, cx: &mut Cx<'_>) {
+        if self.goal == Goal::Leave {
+            return;
+        }
+        self.goal = Goal::Leave;
+        self.timers.clear_all();
+        match self.phase {
+            // The create's reply will name our node; delete it then.
+            Phase::Creating { create: Some(_), .. } => {}
+            Phase::AwaitingSession | Phase::Finished => {
+                self.phase = Phase::Finished;
+            }
+            Phase::Recovering { list: Some(_) } => {}
+            _ => self.send_delete(cx),
+        }
+    }
+
+    fn timers(&mut self) -> &mut Timers {
+        &mut self.timers
+    }
+
+    fn is_finished(&self) -> bool {
+        self.phase == Phase::Finished
+    }
+
+    fn describe(&self) -> String {
+        self.node.as_ref().map(|(n, _)| n.clone()).unwrap_or_else(|| node_prefix(&self.uuid))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorts_like_curator() {
+        let kids = vec![
+            "_c_b-lock-0000000003".to_owned(),
+            "_c_a-lock-0000000010".to_owned(),
+            "_c_c-lock-0000000001".to_owned(),
+        ];
+        let sorted = sorted_contenders(kids);
+        assert_eq!(sorted[0], "_c_c-lock-0000000001");
+        assert_eq!(sorted[2], "_c_a-lock-0000000010");
+        assert_eq!(sort_key("no-marker"), "no-marker");
+        assert_eq!(sort_key("x-lock-lock-0001"), "0001");
+    }
+}

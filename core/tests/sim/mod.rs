@@ -1,0 +1,796 @@
+//! Deterministic simulation: a virtual clock that jumps from event to
+//! event, seeded network delays, drops and duplicated notifications,
+//! client pauses and crashes, server-side expiry and ZooKeeper session
+//! expiry, around real `LockMachine`s and small server models. A step cap
+//! turns a livelock into a failure instead of a hang.
+
+#![allow(dead_code)]
+
+pub mod redis_model;
+pub mod solo;
+pub mod zk_model;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use polylock_core::{
+    AcquireOptions, Backend, Command, ConnectionEvent, Event, Instant, LockConfig, LockMachine, LockName, Nonce,
+    Notification, Op, OwnerId, Reply, RequestId, Ticket, TransportError,
+};
+use redis_model::RedisModel;
+use zk_model::ZkModel;
+
+pub const LOCK: &str = "/sim/resource";
+
+/// splitmix64: small, seedable, good enough for schedules.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in lo..=hi.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        if hi <= lo {
+            return lo;
+        }
+        lo + self.next() % (hi - lo + 1)
+    }
+    /// True with probability `per_mille`/1000.
+    pub fn chance(&mut self, per_mille: u64) -> bool {
+        self.next() % 1000 < per_mille
+    }
+}
+
+/// Which faults a run may inject.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    pub max_delay_ms: u64,
+    pub drop_per_mille: u64,
+    pub dup_per_mille: u64,
+    /// Client pauses, some longer than the lease / session timeout.
+    pub pauses: bool,
+    pub crashes: bool,
+    /// Redis: the lock key deleted server-side; ZooKeeper: sessions expired.
+    pub expiries: bool,
+    /// Short disconnections (below the loss grace).
+    pub disconnects: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub backend: Backend,
+    pub clients: usize,
+    pub cycles: usize,
+    pub hold_ms: (u64, u64),
+    pub lease_ms: u64,
+    pub waiter_ttl_ms: u64,
+    pub session_ms: u64,
+    /// Probability (per mille) that an acquire carries a deadline / is a try / is cancelled.
+    pub deadline_per_mille: u64,
+    pub no_wait_per_mille: u64,
+    pub cancel_per_mille: u64,
+    pub faults: Faults,
+    pub time_cap_ms: u64,
+    pub step_cap: u64,
+}
+
+impl Scenario {
+    pub fn new(backend: Backend) -> Self {
+        Scenario {
+            backend,
+            clients: 4,
+            cycles: 3,
+            hold_ms: (5, 60),
+            lease_ms: 900,
+            waiter_ttl_ms: 900,
+            session_ms: 1200,
+            deadline_per_mille: 0,
+            no_wait_per_mille: 0,
+            cancel_per_mille: 0,
+            faults: Faults { max_delay_ms: 5, ..Faults::default() },
+            time_cap_ms: 600_000,
+            step_cap: 400_000,
+        }
+    }
+}
+
+/// A span during which a client's application believed it held the lock.
+#[derive(Debug, Clone)]
+pub struct Belief {
+    pub client: usize,
+    pub token: u64,
+    pub start: u64,
+    pub end: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub beliefs: Vec<Belief>,
+    pub accepted_writes: Vec<(u64, usize, u64)>,
+    pub rejected_writes: u64,
+    /// Server-side grants in order: (time, client, token).
+    pub server_grants: Vec<(u64, usize, u64)>,
+    /// Tokens the server could have given each client (Redis grants / ZK czxids of its nodes).
+    pub server_tokens: Vec<Vec<u64>>,
+    pub finished: Vec<bool>,
+    pub crashed: Vec<bool>,
+    /// Commands sent in response to a wake-up (Redis message / ZooKeeper watch).
+    pub wake_retries: u64,
+    /// Releases that could wake someone (server-side releases / node deletions).
+    pub releases: u64,
+    pub end_ms: u64,
+    pub steps: u64,
+    /// What is left on the server once every live client has finished and
+    /// cleanup had time to run: lock key, queue keys / ephemeral nodes.
+    pub leftovers: usize,
+    pub livelock: bool,
+}
+
+#[derive(Debug)]
+enum Input {
+    Reply(RequestId, Reply),
+    Notif(Notification),
+    Conn(ConnectionEvent),
+    /// ZooKeeper: session `old` expired and `new` replaced it.
+    Expired {
+        old: u64,
+        new: u64,
+    },
+}
+
+#[derive(Debug)]
+enum Ev {
+    Deliver { c: usize, input: Input },
+    Server { c: usize, session: u64, cmd: Command, drop_reply: bool },
+    Timer { c: usize },
+    AppStart { c: usize },
+    AppWrite { c: usize, token: u64 },
+    WriteArrive { c: usize, token: u64 },
+    AppRelease { c: usize, belief: usize },
+    AppCancel { c: usize, ticket: Ticket },
+    Pause { c: usize, ms: u64 },
+    Crash { c: usize },
+    ExpireSession { c: usize },
+    DeleteLockKey,
+    Disconnect { c: usize, ms: u64 },
+    Reconnect { c: usize },
+    Reap,
+}
+
+#[derive(Debug, PartialEq)]
+enum App {
+    Idle,
+    Waiting(Ticket),
+    Holding(usize),
+    Done,
+}
+
+struct Client {
+    m: LockMachine,
+    app: App,
+    cycles_left: usize,
+    paused_until: u64,
+    crashed: bool,
+    disconnected: bool,
+    session: u64,
+    armed: Option<u64>,
+    fifo_cmd: u64,
+    fifo_in: u64,
+    fifo_pub: u64,
+    nonce_seq: u128,
+}
+
+pub struct World {
+    pub sc: Scenario,
+    now: u64,
+    seq: u64,
+    queue: BTreeMap<(u64, u64), Ev>,
+    pub rng: Rng,
+    clients: Vec<Client>,
+    pub redis: RedisModel,
+    pub zk: ZkModel,
+    /// Server-side session id per client (ZooKeeper).
+    server_session: Vec<u64>,
+    next_session: u64,
+    resource_max: u64,
+    pub out: Outcome,
+    fields: Vec<String>,
+    trace: bool,
+}
+
+const RESPONSE_TIMEOUT_MS: u64 = 250;
+
+impl World {
+    pub fn new(sc: Scenario, seed: u64) -> Self {
+        let mut rng = Rng::new(seed);
+        let mut cfg = LockConfig::new(sc.backend);
+        cfg.lease = Duration::from_millis(sc.lease_ms);
+        cfg.waiter_ttl = Duration::from_millis(sc.waiter_ttl_ms);
+        cfg.session_timeout = Duration::from_millis(sc.session_ms);
+        cfg.min_backoff = Duration::from_millis(20);
+        cfg.max_backoff = Duration::from_millis(200);
+        let name = LockName::new(LOCK).unwrap();
+        let mut clients = Vec::new();
+        let mut fields = Vec::new();
+        for i in 0..sc.clients {
+            let m =
+                LockMachine::new(cfg.clone(), name.clone(), Nonce(rng.next() as u128 | ((i as u128) << 64))).unwrap();
+            fields.push(m.redis_field(OwnerId(1)));
+            clients.push(Client {
+                m,
+                app: App::Idle,
+                cycles_left: sc.cycles,
+                paused_until: 0,
+                crashed: false,
+                disconnected: false,
+                session: i as u64 + 1,
+                armed: None,
+                fifo_cmd: 0,
+                fifo_in: 0,
+                fifo_pub: 0,
+                nonce_seq: 0,
+            });
+        }
+        let n = sc.clients;
+        let mut w = World {
+            sc,
+            now: 0,
+            seq: 0,
+            queue: BTreeMap::new(),
+            rng,
+            clients,
+            redis: RedisModel::default(),
+            zk: ZkModel::new(),
+            server_session: (1..=n as u64).collect(),
+            next_session: n as u64 + 1,
+            resource_max: 0,
+            out: Outcome { server_tokens: vec![Vec::new(); n], ..Outcome::default() },
+            fields,
+            trace: std::env::var("SIM_TRACE").is_ok(),
+        };
+        w.out.finished = vec![false; n];
+        w.out.crashed = vec![false; n];
+        w
+    }
+
+    fn at(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((t, self.seq), ev);
+    }
+
+    fn delay(&mut self) -> u64 {
+        let max = self.sc.faults.max_delay_ms;
+        self.rng.range(if max > 0 { 1 } else { 0 }, max)
+    }
+
+    /// Schedules the faults of this run up front, from the seed.
+    fn plan_faults(&mut self) {
+        let f = self.sc.faults.clone();
+        let horizon = (self.sc.cycles as u64) * (self.sc.hold_ms.1 + 20) * self.sc.clients as u64 + 100;
+        for c in 0..self.sc.clients {
+            if f.pauses && self.rng.chance(500) {
+                let t = self.rng.range(0, horizon);
+                let long = self.rng.chance(500);
+                let ms = if long {
+                    self.rng
+                        .range(self.sc.lease_ms.max(self.sc.session_ms), 3 * self.sc.lease_ms.max(self.sc.session_ms))
+                } else {
+                    self.rng.range(1, 100)
+                };
+                self.at(t, Ev::Pause { c, ms });
+            }
+            if f.crashes && self.rng.chance(250) {
+                let t = self.rng.range(0, horizon);
+                self.at(t, Ev::Crash { c });
+            }
+            if f.expiries && self.sc.backend == Backend::ZooKeeper && self.rng.chance(300) {
+                let t = self.rng.range(0, horizon);
+                self.at(t, Ev::ExpireSession { c });
+            }
+            if f.disconnects && self.rng.chance(400) {
+                let t = self.rng.range(0, horizon);
+                let grace =
+                    if self.sc.backend == Backend::ZooKeeper { self.sc.session_ms / 3 } else { self.sc.lease_ms / 2 };
+                let ms = self.rng.range(1, grace.saturating_sub(40).max(2));
+                self.at(t, Ev::Disconnect { c, ms });
+            }
+        }
+        if f.expiries && self.sc.backend == Backend::Redis {
+            for _ in 0..self.rng.range(0, 2) {
+                let t = self.rng.range(0, horizon);
+                self.at(t, Ev::DeleteLockKey);
+            }
+        }
+        if self.sc.backend == Backend::ZooKeeper {
+            self.at(50, Ev::Reap);
+        }
+    }
+
+    /// Runs the scenario to the end: every live client finished, or a cap hit.
+    pub fn run(mut self) -> Outcome {
+        self.plan_faults();
+        for c in 0..self.sc.clients {
+            let t = self.rng.range(0, 10);
+            self.at(t, Ev::AppStart { c });
+        }
+        let mut quiet_since: Option<u64> = None;
+        while let Some(((t, _), ev)) = self.queue.pop_first() {
+            self.out.steps += 1;
+            if self.out.steps > self.sc.step_cap {
+                self.out.livelock = true;
+                break;
+            }
+            if t > self.sc.time_cap_ms {
+                break;
+            }
+            self.now = t;
+            if self.trace {
+                eprintln!("{t:>6} {ev:?}");
+            }
+            self.step(ev);
+            let all_done = self.clients.iter().all(|c| c.crashed || c.app == App::Done);
+            if all_done {
+                // Let cleanup finish (releases, queue entries, container reaping),
+                // but stop once only renewals of nobody and timers remain.
+                let since = *quiet_since.get_or_insert(self.now);
+                let idle = self.clients.iter().all(|c| c.crashed || c.m.is_idle());
+                if idle || self.now > since + 3 * self.sc.lease_ms.max(self.sc.session_ms) + 1000 {
+                    break;
+                }
+            }
+        }
+        self.finish()
+    }
+
+    fn finish(mut self) -> Outcome {
+        let now = self.now + 10 * self.sc.lease_ms.max(self.sc.waiter_ttl_ms).max(self.sc.session_ms);
+        for c in 0..self.sc.clients {
+            self.out.finished[c] = self.clients[c].app == App::Done;
+            self.out.crashed[c] = self.clients[c].crashed;
+        }
+        self.out.end_ms = self.now;
+        match self.sc.backend {
+            Backend::Redis => {
+                // Far in the future, everything with a TTL is gone; what must
+                // not be left is anything without one but the fence counter.
+                self.out.leftovers = self.redis.key_count(now).saturating_sub(1);
+                for (t, field, token) in self.redis.grants.clone() {
+                    let c = self.fields.iter().position(|f| *f == field).unwrap();
+                    self.out.server_grants.push((t, c, token));
+                    self.out.server_tokens[c].push(token);
+                }
+                self.out.releases = self.redis.releases;
+            }
+            Backend::ZooKeeper => {
+                // Crashed clients' sessions expire in time; what counts is
+                // ephemeral nodes of sessions that stay open.
+                for c in 0..self.sc.clients {
+                    if self.clients[c].crashed {
+                        let mut fired = Vec::new();
+                        self.zk.expire_session(self.server_session[c], &mut fired);
+                    }
+                }
+                self.out.leftovers = self.zk.ephemeral_count();
+                self.out.releases = self.zk.deletes_of_lock_nodes;
+            }
+        }
+        self.out
+    }
+
+    fn step(&mut self, ev: Ev) {
+        // Events for a paused client wait until it wakes, in order; a
+        // crashed client gets nothing at all.
+        let target = match &ev {
+            Ev::Deliver { c, .. }
+            | Ev::Timer { c }
+            | Ev::AppStart { c }
+            | Ev::AppWrite { c, .. }
+            | Ev::AppRelease { c, .. }
+            | Ev::AppCancel { c, .. }
+            | Ev::Pause { c, .. }
+            | Ev::Disconnect { c, .. } => Some(*c),
+            _ => None,
+        };
+        if let Some(c) = target {
+            if self.clients[c].crashed {
+                return;
+            }
+            if self.clients[c].paused_until > self.now {
+                let until = self.clients[c].paused_until;
+                self.at(until, ev);
+                return;
+            }
+        }
+        match ev {
+            Ev::Deliver { c, input } => self.deliver(c, input),
+            Ev::Server { c, session, cmd, drop_reply } => self.serve(c, session, cmd, drop_reply),
+            Ev::Timer { c } => {
+                self.clients[c].armed = None;
+                let now = Instant::from_millis(self.now);
+                self.clients[c].m.handle_timeout(now);
+                self.drain(c);
+            }
+            Ev::AppStart { c } => self.app_start(c),
+            Ev::AppWrite { c, token } => {
+                // The write leaves the client now; it reaches the resource a little later.
+                let d = self.delay();
+                self.at(self.now + d, Ev::WriteArrive { c, token });
+            }
+            Ev::WriteArrive { c, token } => {
+                if token >= self.resource_max {
+                    self.resource_max = token;
+                    self.out.accepted_writes.push((self.now, c, token));
+                } else {
+                    self.out.rejected_writes += 1;
+                }
+            }
+            Ev::AppRelease { c, belief } => {
+                if self.clients[c].app == App::Holding(belief) {
+                    self.out.beliefs[belief].end = Some(self.now);
+                    let now = Instant::from_millis(self.now);
+                    let r = self.clients[c].m.release(now, OwnerId(1));
+                    assert!(r.is_ok(), "release by the holder failed: {r:?}");
+                    self.cycle_done(c);
+                    self.drain(c);
+                }
+            }
+            Ev::AppCancel { c, ticket } => {
+                if self.clients[c].app == App::Waiting(ticket) {
+                    let now = Instant::from_millis(self.now);
+                    if self.clients[c].m.cancel(now, ticket) {
+                        self.cycle_done(c);
+                    }
+                    self.drain(c);
+                }
+            }
+            Ev::Pause { c, ms } => {
+                self.clients[c].paused_until = self.now + ms;
+                if self.sc.backend == Backend::ZooKeeper && ms > self.sc.session_ms {
+                    // No heartbeats: the server expires the session.
+                    self.at(self.now + self.sc.session_ms, Ev::ExpireSession { c });
+                }
+            }
+            Ev::Crash { c } => {
+                self.clients[c].crashed = true;
+                if let App::Holding(b) = self.clients[c].app {
+                    self.out.beliefs[b].end = Some(self.now);
+                }
+                if self.sc.backend == Backend::ZooKeeper {
+                    self.at(self.now + self.sc.session_ms, Ev::ExpireSession { c });
+                }
+            }
+            Ev::ExpireSession { c } => self.expire_session(c),
+            Ev::DeleteLockKey => self.redis.del(LOCK),
+            Ev::Disconnect { c, ms } => {
+                self.clients[c].disconnected = true;
+                self.push_input(c, Input::Conn(ConnectionEvent::Disconnected), 0);
+                self.at(self.now + ms, Ev::Reconnect { c });
+            }
+            Ev::Reconnect { c } => {
+                if !self.clients[c].crashed {
+                    self.clients[c].disconnected = false;
+                    self.push_input(c, Input::Conn(ConnectionEvent::Connected), 1);
+                }
+            }
+            Ev::Reap => {
+                self.zk.reap_containers();
+                if self.clients.iter().any(|c| !c.crashed && c.app != App::Done) {
+                    self.at(self.now + 50, Ev::Reap);
+                }
+            }
+        }
+    }
+
+    fn expire_session(&mut self, c: usize) {
+        let old = self.server_session[c];
+        let mut fired = Vec::new();
+        self.zk.expire_session(old, &mut fired);
+        self.fire(fired);
+        let new = self.next_session;
+        self.server_session[c] = new;
+        self.next_session += 1;
+        if !self.clients[c].crashed {
+            self.push_input(c, Input::Expired { old, new }, 1);
+        }
+    }
+
+    fn fire(&mut self, fired: Vec<(usize, RequestId)>) {
+        for (w, id) in fired {
+            self.push_input(w, Input::Notif(Notification::WatchFired { id }), 0);
+        }
+    }
+
+    /// Queues an input to a client on its in-order reply channel.
+    fn push_input(&mut self, c: usize, input: Input, extra: u64) {
+        let d = self.delay() + extra;
+        let t = (self.now + d).max(self.clients[c].fifo_in);
+        self.clients[c].fifo_in = t;
+        self.at(t, Ev::Deliver { c, input });
+    }
+
+    fn app_start(&mut self, c: usize) {
+        if self.clients[c].app != App::Idle {
+            return;
+        }
+        if self.clients[c].cycles_left == 0 {
+            self.clients[c].app = App::Done;
+            return;
+        }
+        let mut opts = AcquireOptions::default();
+        if self.rng.chance(self.sc.no_wait_per_mille) {
+            opts.no_wait = true;
+        } else if self.rng.chance(self.sc.deadline_per_mille) {
+            opts.deadline = Some(Instant::from_millis(self.now + self.rng.range(1, 300)));
+        }
+        self.clients[c].nonce_seq += 1;
+        let nonce = Nonce((self.rng.next() as u128) << 64 | self.clients[c].nonce_seq);
+        let now = Instant::from_millis(self.now);
+        let ticket = self.clients[c].m.acquire(now, OwnerId(1), opts, nonce).expect("acquire accepted");
+        self.clients[c].app = App::Waiting(ticket);
+        if self.rng.chance(self.sc.cancel_per_mille) {
+            let t = self.now + self.rng.range(0, 200);
+            self.at(t, Ev::AppCancel { c, ticket });
+        }
+        self.drain(c);
+    }
+
+    fn cycle_done(&mut self, c: usize) {
+        let cl = &mut self.clients[c];
+        cl.cycles_left = cl.cycles_left.saturating_sub(1);
+        cl.app = App::Idle;
+        let gap = self.rng.range(0, 20);
+        self.at(self.now + gap, Ev::AppStart { c });
+    }
+
+    fn deliver(&mut self, c: usize, input: Input) {
+        let now = Instant::from_millis(self.now);
+        let woke = matches!(input, Input::Notif(_));
+        match input {
+            Input::Reply(id, reply) => self.clients[c].m.handle_reply(now, id, reply),
+            Input::Notif(n) => self.clients[c].m.handle_notification(now, n),
+            Input::Conn(ev) => self.clients[c].m.handle_connection(now, ev),
+            Input::Expired { old, new } => {
+                // The client learns of each of its sessions' ends in turn; the
+                // requests it sends meanwhile carry the session it believes in.
+                if self.clients[c].session == old {
+                    self.clients[c].session = new;
+                    self.clients[c].m.handle_connection(now, ConnectionEvent::SessionExpired);
+                    self.clients[c].m.handle_connection(now, ConnectionEvent::Connected);
+                }
+            }
+        }
+        let sent = self.drain(c);
+        if woke {
+            self.out.wake_retries += sent
+                .iter()
+                .filter(|op| {
+                    matches!(op, Op::Eval { script, .. } if script.name == "polylock_acquire")
+                        || matches!(op, Op::GetChildren { .. })
+                })
+                .count() as u64;
+        }
+    }
+
+    /// Drains a client's outputs after an input, as the drive contract says.
+    fn drain(&mut self, c: usize) -> Vec<Op> {
+        let mut sent = Vec::new();
+        while let Some(cmd) = self.clients[c].m.poll_command() {
+            sent.push(cmd.op.clone());
+            self.send(c, cmd);
+        }
+        while let Some(ev) = self.clients[c].m.poll_event() {
+            self.on_event(c, ev);
+        }
+        // Events may have triggered more commands (a release, say).
+        while let Some(cmd) = self.clients[c].m.poll_command() {
+            sent.push(cmd.op.clone());
+            self.send(c, cmd);
+        }
+        if let Some(t) = self.clients[c].m.poll_timeout() {
+            let t = t.as_millis().max(self.now);
+            if self.clients[c].armed != Some(t) {
+                self.clients[c].armed = Some(t);
+                self.at(t, Ev::Timer { c });
+            }
+        }
+        sent
+    }
+
+    fn send(&mut self, c: usize, cmd: Command) {
+        let pubsub = matches!(cmd.op, Op::Subscribe { .. } | Op::Unsubscribe { .. });
+        if self.clients[c].disconnected || self.rng.chance(self.sc.faults.drop_per_mille) && !pubsub {
+            let drop_reply = !self.clients[c].disconnected && self.rng.chance(500);
+            if !drop_reply {
+                let t = self.now
+                    + RESPONSE_TIMEOUT_MS.min(if self.clients[c].disconnected { 1 } else { RESPONSE_TIMEOUT_MS });
+                self.at(t, Ev::Deliver { c, input: Input::Reply(cmd.id, failed()) });
+                return;
+            }
+            let d = self.delay();
+            let t = (self.now + d).max(self.clients[c].fifo_cmd);
+            self.clients[c].fifo_cmd = t;
+            let session = self.clients[c].session;
+            self.at(t, Ev::Server { c, session, cmd, drop_reply: true });
+            return;
+        }
+        let d = self.delay();
+        let t = (self.now + d).max(self.clients[c].fifo_cmd);
+        self.clients[c].fifo_cmd = t;
+        let session = self.clients[c].session;
+        self.at(t, Ev::Server { c, session, cmd, drop_reply: false });
+    }
+
+    fn serve(&mut self, c: usize, session: u64, cmd: Command, drop_reply: bool) {
+        let reply = match self.sc.backend {
+            Backend::Redis => match &cmd.op {
+                Op::Eval { script, keys, args } => {
+                    let fx = self.redis.eval(self.now, script.name, keys, args);
+                    for ch in fx.publish {
+                        self.publish(&ch);
+                    }
+                    fx.reply
+                }
+                Op::Subscribe { channel } => {
+                    let subs = self.redis.subs.entry(channel.clone()).or_default();
+                    if !subs.contains(&c) {
+                        subs.push(c);
+                    }
+                    // Confirmed on the pub/sub connection, before any later message.
+                    self.push_pub(c, Input::Reply(cmd.id, Reply::Done));
+                    return;
+                }
+                Op::Unsubscribe { channel } => {
+                    if let Some(s) = self.redis.subs.get_mut(channel) {
+                        s.retain(|x| *x != c);
+                    }
+                    self.push_pub(c, Input::Reply(cmd.id, Reply::Done));
+                    return;
+                }
+                other => Reply::Refused(format!("not a Redis op {other:?}")),
+            },
+            Backend::ZooKeeper => {
+                if session != self.server_session[c] {
+                    failed()
+                } else {
+                    let mut fired = Vec::new();
+                    let r = self.zk.apply(c, session, cmd.id, &cmd.op, &mut fired);
+                    if let Reply::Created { czxid, .. } = &r {
+                        self.out.server_tokens[c].push(*czxid as u64);
+                    }
+                    self.fire(fired);
+                    r
+                }
+            }
+        };
+        let reply = if drop_reply { failed() } else { reply };
+        if drop_reply {
+            let t = self.now + RESPONSE_TIMEOUT_MS;
+            self.at(t, Ev::Deliver { c, input: Input::Reply(cmd.id, reply) });
+        } else {
+            self.push_input(c, Input::Reply(cmd.id, reply), 0);
+        }
+    }
+
+    fn push_pub(&mut self, c: usize, input: Input) {
+        let d = self.delay();
+        let t = (self.now + d).max(self.clients[c].fifo_pub);
+        self.clients[c].fifo_pub = t;
+        self.at(t, Ev::Deliver { c, input });
+    }
+
+    fn publish(&mut self, channel: &str) {
+        let subs = self.redis.subs.get(channel).cloned().unwrap_or_default();
+        for s in subs {
+            self.push_pub(s, Input::Notif(Notification::Message { channel: channel.to_owned() }));
+            if self.rng.chance(self.sc.faults.dup_per_mille) {
+                self.push_pub(s, Input::Notif(Notification::Message { channel: channel.to_owned() }));
+            }
+        }
+    }
+
+    fn on_event(&mut self, c: usize, ev: Event) {
+        if self.trace {
+            eprintln!("{:>6} client {c} event {ev:?}", self.now);
+        }
+        match ev {
+            Event::Granted { ticket, token, reentry: 0, .. } => {
+                assert_eq!(self.clients[c].app, App::Waiting(ticket), "grant for a ticket nobody waits on");
+                let b = self.out.beliefs.len();
+                self.out.beliefs.push(Belief { client: c, token: token.0, start: self.now, end: None });
+                self.clients[c].app = App::Holding(b);
+                let hold = self.rng.range(self.sc.hold_ms.0, self.sc.hold_ms.1);
+                self.at(self.now + hold / 2, Ev::AppWrite { c, token: token.0 });
+                self.at(self.now + hold, Ev::AppRelease { c, belief: b });
+            }
+            Event::Granted { .. } => {}
+            Event::Failed { ticket, .. } if self.clients[c].app == App::Waiting(ticket) => self.cycle_done(c),
+            Event::Lost { .. } => {
+                if let App::Holding(b) = self.clients[c].app {
+                    self.out.beliefs[b].end = Some(self.now);
+                    self.cycle_done(c);
+                }
+            }
+            Event::Released { .. } => {}
+            _ => {}
+        }
+    }
+}
+
+fn failed() -> Reply {
+    Reply::Failed(TransportError { message: "simulated loss".into() })
+}
+
+// ---- oracles ------------------------------------------------------------
+
+/// No two clients believed they held the lock at the same instant.
+pub fn check_no_overlap(out: &Outcome) -> Result<(), String> {
+    let mut spans: Vec<&Belief> = out.beliefs.iter().collect();
+    spans.sort_by_key(|b| b.start);
+    for pair in spans.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        let a_end = a.end.unwrap_or(u64::MAX);
+        if b.start < a_end {
+            return Err(format!(
+                "overlap: client {} [{}..{:?}] and client {} from {}",
+                a.client, a.start, a.end, b.client, b.start
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every token the application saw was one the server issued to that
+/// client, and the server's grants carry strictly increasing tokens.
+pub fn check_fencing(out: &Outcome) -> Result<(), String> {
+    for b in &out.beliefs {
+        if !out.server_tokens[b.client].contains(&b.token) {
+            return Err(format!("client {} was told token {} which the server never issued to it", b.client, b.token));
+        }
+    }
+    for pair in out.server_grants.windows(2) {
+        if pair[1].2 <= pair[0].2 {
+            return Err(format!("server grant tokens not increasing: {:?} then {:?}", pair[0], pair[1]));
+        }
+    }
+    for pair in out.accepted_writes.windows(2) {
+        if pair[1].2 < pair[0].2 {
+            return Err(format!("resource accepted token {} after {}", pair[1].2, pair[0].2));
+        }
+    }
+    Ok(())
+}
+
+/// Tokens grow in the order the application was granted them (valid when
+/// no client was paused, so grants are seen in server order).
+pub fn check_tokens_in_grant_order(out: &Outcome) -> Result<(), String> {
+    let mut spans: Vec<&Belief> = out.beliefs.iter().collect();
+    spans.sort_by_key(|b| b.start);
+    for pair in spans.windows(2) {
+        if pair[1].token <= pair[0].token {
+            return Err(format!("token {} granted after token {}", pair[1].token, pair[0].token));
+        }
+    }
+    Ok(())
+}
+
+/// Every client that did not crash finished all its cycles.
+pub fn check_liveness(out: &Outcome) -> Result<(), String> {
+    if out.livelock {
+        return Err(format!("step cap hit after {} steps at {} ms", out.steps, out.end_ms));
+    }
+    for (i, (done, crashed)) in out.finished.iter().zip(&out.crashed).enumerate() {
+        if !done && !crashed {
+            return Err(format!("client {i} did not finish by {} ms", out.end_ms));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,237 @@
+//! A sans-IO model of the Redis server, for the simulation only: keys with
+//! TTLs, the effects of polylock's three scripts, and pub/sub. Each script
+//! is re-stated here in Rust, line for line with the Lua in `src/redis.rs`;
+//! the runtime's integration tests run the real Lua against a real server.
+
+use std::collections::{BTreeMap, HashMap};
+
+use polylock_core::{RedisValue, Reply};
+
+#[derive(Debug, Clone)]
+enum Value {
+    Hash(BTreeMap<String, i64>),
+    Counter(i64),
+    ZSet(BTreeMap<String, f64>),
+}
+
+#[derive(Debug, Default)]
+pub struct RedisModel {
+    keys: HashMap<String, (Value, Option<u64>)>,
+    /// channel -> subscribed clients
+    pub subs: HashMap<String, Vec<usize>>,
+    /// (time, client field, token) for every grant the server made.
+    pub grants: Vec<(u64, String, u64)>,
+    pub acquire_calls: u64,
+    /// Publishes to polylock waiter channels (wake-ups sent).
+    pub wakeups_sent: u64,
+    pub releases: u64,
+}
+
+pub struct Effects {
+    pub reply: Reply,
+    /// (channel) to publish to after the reply
+    pub publish: Vec<String>,
+}
+
+impl RedisModel {
+    fn live(&mut self, now: u64, key: &str) -> Option<&mut Value> {
+        if let Some((_, Some(exp))) = self.keys.get(key) {
+            if *exp <= now {
+                self.keys.remove(key);
+            }
+        }
+        self.keys.get_mut(key).map(|(v, _)| v)
+    }
+
+    fn exists(&mut self, now: u64, key: &str) -> bool {
+        self.live(now, key).is_some()
+    }
+
+    fn pexpire(&mut self, now: u64, key: &str, ms: u64) {
+        if let Some(e) = self.keys.get_mut(key) {
+            e.1 = Some(now + ms);
+        }
+    }
+
+    fn pttl(&mut self, now: u64, key: &str) -> i64 {
+        if !self.exists(now, key) {
+            return -2;
+        }
+        match self.keys.get(key) {
+            Some((_, Some(exp))) => (*exp - now) as i64,
+            _ => -1,
+        }
+    }
+
+    fn hexists(&mut self, now: u64, key: &str, field: &str) -> bool {
+        matches!(self.live(now, key), Some(Value::Hash(h)) if h.contains_key(field))
+    }
+
+    /// The holder field of a lock key (for oracles).
+    pub fn holder(&mut self, now: u64, key: &str) -> Option<String> {
+        match self.live(now, key) {
+            Some(Value::Hash(h)) => h.keys().next().cloned(),
+            _ => None,
+        }
+    }
+
+    pub fn key_count(&mut self, now: u64) -> usize {
+        let keys: Vec<String> = self.keys.keys().cloned().collect();
+        keys.iter().filter(|k| self.exists(now, k)).count()
+    }
+
+    pub fn has_key(&mut self, now: u64, key: &str) -> bool {
+        self.exists(now, key)
+    }
+
+    fn zset(&mut self, now: u64, key: &str) -> Option<&mut BTreeMap<String, f64>> {
+        match self.live(now, key) {
+            Some(Value::ZSet(z)) => Some(z),
+            _ => None,
+        }
+    }
+
+    fn zrem(&mut self, now: u64, key: &str, member: &str) {
+        if let Some(z) = self.zset(now, key) {
+            z.remove(member);
+            if z.is_empty() {
+                self.keys.remove(key);
+            }
+        }
+    }
+
+    fn zadd(&mut self, now: u64, key: &str, member: &str, score: f64, nx: bool) {
+        if self.zset(now, key).is_none() {
+            self.keys.insert(key.to_owned(), (Value::ZSet(BTreeMap::new()), None));
+        }
+        let z = self.zset(now, key).expect("just made");
+        if nx && z.contains_key(member) {
+            return;
+        }
+        z.insert(member.to_owned(), score);
+    }
+
+    /// ZRANGE 0 0: lowest score, ties by member.
+    fn zfirst(&mut self, now: u64, key: &str) -> Option<String> {
+        let z = self.zset(now, key)?;
+        z.iter().min_by(|a, b| a.1.partial_cmp(b.1).unwrap().then_with(|| a.0.cmp(b.0))).map(|(m, _)| m.clone())
+    }
+
+    fn first_waiter(&mut self, now: u64, qk: &str, dk: &str, pruned: &mut bool) -> Option<String> {
+        loop {
+            let h = self.zfirst(now, qk)?;
+            let d = self.zset(now, dk).and_then(|z| z.get(&h).copied());
+            if d.is_some_and(|d| d > now as f64) {
+                return Some(h);
+            }
+            self.zrem(now, qk, &h);
+            self.zrem(now, dk, &h);
+            *pruned = true;
+        }
+    }
+
+    pub fn eval(&mut self, now: u64, script: &str, keys: &[String], args: &[String]) -> Effects {
+        let mut publish = Vec::new();
+        let reply = match script {
+            "polylock_acquire" => self.acquire(now, keys, args, &mut publish),
+            "polylock_leave" => self.leave(now, keys, args, &mut publish),
+            "polylock_renew" => {
+                let lease: u64 = args[1].parse().unwrap();
+                if self.hexists(now, &keys[0], &args[0]) {
+                    self.pexpire(now, &keys[0], lease);
+                    RedisValue::Int(1)
+                } else {
+                    RedisValue::Int(0)
+                }
+            }
+            other => panic!("unknown script {other}"),
+        };
+        Effects { reply: Reply::Redis(reply), publish }
+    }
+
+    fn acquire(&mut self, now: u64, k: &[String], a: &[String], publish: &mut Vec<String>) -> RedisValue {
+        self.acquire_calls += 1;
+        let (lock, fence, q, d) = (&k[0], &k[1], &k[2], &k[3]);
+        let (field, lease, wait, wttl, prefix) =
+            (&a[0], a[1].parse::<u64>().unwrap(), a[2] == "1", a[3].parse::<u64>().unwrap(), &a[4]);
+        if self.hexists(now, lock, field) {
+            self.pexpire(now, lock, lease);
+            let token = match self.live(now, fence) {
+                Some(Value::Counter(c)) => *c,
+                _ => 0,
+            };
+            return RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)]);
+        }
+        let mut pruned = false;
+        let first = self.first_waiter(now, q, d, &mut pruned);
+        if !self.exists(now, lock) {
+            if first.is_none() || first.as_deref() == Some(field.as_str()) {
+                let mut h = BTreeMap::new();
+                h.insert(field.clone(), 1);
+                self.keys.insert(lock.clone(), (Value::Hash(h), Some(now + lease)));
+                if first.is_some() {
+                    self.zrem(now, q, field);
+                    self.zrem(now, d, field);
+                }
+                let token = match self.live(now, fence) {
+                    Some(Value::Counter(c)) => {
+                        *c += 1;
+                        *c
+                    }
+                    _ => {
+                        let start = now as i64 * 1000 + 1;
+                        self.keys.insert(fence.clone(), (Value::Counter(start), None));
+                        start
+                    }
+                };
+                self.grants.push((now, field.clone(), token as u64));
+                return RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)]);
+            }
+            if pruned {
+                publish.push(format!("{prefix}:{}", first.unwrap()));
+                self.wakeups_sent += 1;
+            }
+        }
+        if wait {
+            // now_us: the model's clock has ms resolution; a per-call counter breaks ties in arrival order.
+            let arrival = now as f64 * 1000.0 + (self.acquire_calls % 1000) as f64;
+            self.zadd(now, q, field, arrival, true);
+            self.zadd(now, d, field, (now + wttl) as f64, false);
+            self.pexpire(now, q, wttl);
+            self.pexpire(now, d, wttl);
+        }
+        RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(self.pttl(now, lock))])
+    }
+
+    fn leave(&mut self, now: u64, k: &[String], a: &[String], publish: &mut Vec<String>) -> RedisValue {
+        let (lock, q, d) = (&k[0], &k[1], &k[2]);
+        let (field, channel, prefix) = (&a[0], &a[1], &a[2]);
+        let mut pruned = false;
+        let was_first = self.first_waiter(now, q, d, &mut pruned).as_deref() == Some(field.as_str());
+        self.zrem(now, q, field);
+        self.zrem(now, d, field);
+        let held = self.hexists(now, lock, field);
+        if held {
+            self.keys.remove(lock);
+            publish.push(channel.clone());
+            self.releases += 1;
+        }
+        if (held || was_first || pruned) && !self.exists(now, lock) {
+            if let Some(first) = self.first_waiter(now, q, d, &mut pruned) {
+                publish.push(format!("{prefix}:{first}"));
+                self.wakeups_sent += 1;
+            }
+        }
+        RedisValue::Int(held as i64)
+    }
+
+    /// Deletes a key outright (a fault: someone ran DEL, or a restart lost data).
+    pub fn del(&mut self, key: &str) {
+        self.keys.remove(key);
+    }
+
+    /// Forgets everything (a restart without persistence).
+    pub fn flush(&mut self) {
+        self.keys.clear();
+    }
+}
