@@ -46,7 +46,7 @@ struct Holder {
 
 /// A server-side claim with what the machine needs to know about it.
 struct Slot {
-    claim: Box<dyn Claim>,
+    claim: Box<dyn Claim + Send + Sync>,
     /// The ticket the claim is for, while it is still wanted.
     ticket: Option<Ticket>,
     /// Set once the application released: its end is reported as `Released`.
@@ -358,7 +358,7 @@ impl LockMachine {
             // start once it is gone (its end calls pump again).
             return;
         }
-        let claim: Box<dyn Claim> = match self.cfg.backend {
+        let claim: Box<dyn Claim + Send + Sync> = match self.cfg.backend {
             Backend::Redis => Box::new(RedisClaim::new(field, !w.no_wait)),
             Backend::ZooKeeper => Box::new(ZkClaim::new(w.nonce, field.into_bytes(), !w.no_wait)),
         };
@@ -482,5 +482,15 @@ impl LockMachine {
         slot.claim.give_up(&mut cx);
         slot.ticket = None;
         self.retire(slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Drivers share machines across threads.
+    #[test]
+    fn machine_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<super::LockMachine>();
     }
 }

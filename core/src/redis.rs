@@ -139,6 +139,16 @@ return 0
 "#,
 };
 
+/// KEYS: lock, fence, queue. Returns `{holder field or '', pttl, last token, waiters}`:
+/// what `polylock status` shows. Read-only.
+pub static STATUS: Script = Script {
+    name: "polylock_status",
+    source: r#"-- polylock status v1
+local h = redis.call('HKEYS', KEYS[1])[1] or ''
+return {h, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('ZCARD', KEYS[3])}
+"#,
+};
+
 /// Where a Redis claim is in its life.
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {

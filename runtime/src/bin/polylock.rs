@@ -1,0 +1,202 @@
+//! `polylock`: run a command under a distributed lock, or show a lock's state.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use polylock::{Client, Error};
+
+/// Exit codes other than the command's own.
+mod exit {
+    /// Bad arguments, a bad lock name or a bad URL.
+    pub const USAGE: u8 = 64;
+    /// The server could not be reached.
+    pub const UNAVAILABLE: u8 = 69;
+    /// The lock was lost while the command ran; the command got SIGTERM.
+    pub const LOST: u8 = 70;
+    /// The lock was not granted within --timeout.
+    pub const TIMEOUT: u8 = 75;
+    /// The command could not be started.
+    pub const CANNOT_EXEC: u8 = 126;
+}
+
+#[derive(Parser)]
+#[command(
+    name = "polylock",
+    version,
+    about = "Distributed locks on Redis and ZooKeeper",
+    after_help = "Examples:
+  polylock run nightly-report -- ./report.sh --full
+  polylock run orders/42 --url zk://127.0.0.1:2181 --timeout 10 -- python3 settle.py
+  POLYLOCK_URL=redis://127.0.0.1:6379 polylock status nightly-report
+
+Exit codes of `run`: the command's own; 64 bad input; 69 server unreachable;
+70 lock lost while the command ran (it was sent SIGTERM); 75 not granted within --timeout."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Acquire the lock, run the command, release; exit with the command's code.
+    Run {
+        /// The lock name (a Redis key; a ZooKeeper path, with or without a leading '/').
+        name: String,
+        /// redis://, rediss://, zk:// or zks:// URL.
+        #[arg(long, env = "POLYLOCK_URL", default_value = "redis://127.0.0.1:6379")]
+        url: String,
+        /// Give up after this many seconds (default: wait forever).
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Redis lease in seconds (renewed while the command runs).
+        #[arg(long)]
+        lease: Option<f64>,
+        /// The command and its arguments.
+        #[arg(trailing_var_arg = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// Show whether the lock is held, by whom, its fencing counter and waiters.
+    Status {
+        name: String,
+        #[arg(long, env = "POLYLOCK_URL", default_value = "redis://127.0.0.1:6379")]
+        url: String,
+    },
+}
+
+fn seconds(what: &str, v: f64) -> Result<Duration, String> {
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("{what} must be a non-negative number of seconds, got {v}"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn code_for(e: &Error) -> u8 {
+    match e {
+        Error::InvalidUrl { .. } | Error::InvalidName(_) | Error::InvalidOption(_) => exit::USAGE,
+        Error::Connect { .. } => exit::UNAVAILABLE,
+        Error::Timeout(_) | Error::WouldBlock(_) => exit::TIMEOUT,
+        Error::Lost { .. } => exit::LOST,
+        _ => 1,
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Status { name, url } => match status(&name, &url).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("polylock: {e}");
+                ExitCode::from(code_for(&e))
+            }
+        },
+        Command::Run { name, url, timeout, lease, cmd } => {
+            let timeout = match timeout.map(|t| seconds("--timeout", t)).transpose() {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("polylock: {e}");
+                    return ExitCode::from(exit::USAGE);
+                }
+            };
+            let lease = match lease.map(|t| seconds("--lease", t)).transpose() {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("polylock: {e}");
+                    return ExitCode::from(exit::USAGE);
+                }
+            };
+            match run(&name, &url, timeout, lease, &cmd).await {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("polylock: {e}");
+                    ExitCode::from(code_for(&e))
+                }
+            }
+        }
+    }
+}
+
+async fn status(name: &str, url: &str) -> Result<(), Error> {
+    let client = Client::connect(url).await?;
+    let s = client.status(name).await?;
+    if s.held {
+        println!("{name}: held by {}", s.holder.as_deref().unwrap_or("?"));
+    } else {
+        println!("{name}: free");
+    }
+    if let Some(t) = s.fencing_token {
+        println!("fencing token: {t}");
+    }
+    if let Some(w) = s.waiters {
+        println!("waiters: {w}");
+    }
+    if let Some(ttl) = s.ttl_ms {
+        println!("lease expires in: {ttl} ms");
+    }
+    Ok(())
+}
+
+async fn run(
+    name: &str,
+    url: &str,
+    timeout: Option<Duration>,
+    lease: Option<Duration>,
+    cmd: &[String],
+) -> Result<u8, Error> {
+    let client = Client::connect(url).await?;
+    let lock = client.lock_with(name, polylock::LockOptions { lease })?;
+    let guard = lock.acquire_as(polylock::current_owner(), timeout).await?;
+    let mut child = match tokio::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .env("POLYLOCK_FENCING_TOKEN", guard.fencing_token().to_string())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("polylock: cannot run {:?}: {e}", cmd[0]);
+            let _ = guard.release().await;
+            return Ok(exit::CANNOT_EXEC);
+        }
+    };
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let code = loop {
+        tokio::select! {
+            status = child.wait() => {
+                let status = status.map_err(|e| Error::Protocol(format!("waiting for the command: {e}")))?;
+                break status.code().map_or(128 + status_signal(&status), |c| c as u8);
+            }
+            reason = guard.lost() => {
+                eprintln!("polylock: lock {name:?} lost ({reason}); sending SIGTERM to the command");
+                signal(&child, libc::SIGTERM);
+                let _ = child.wait().await;
+                break exit::LOST;
+            }
+            _ = tokio::signal::ctrl_c() => signal(&child, libc::SIGINT),
+            _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
+                signal(&child, libc::SIGTERM)
+            }
+        }
+    };
+    match guard.release().await {
+        Ok(()) => Ok(code),
+        Err(Error::Lost { .. }) => Ok(exit::LOST),
+        Err(e) => Err(e),
+    }
+}
+
+fn status_signal(status: &std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal().unwrap_or(0) as u8
+}
+
+fn signal(child: &tokio::process::Child, sig: i32) {
+    if let Some(pid) = child.id() {
+        // SAFETY: kill(2) on a pid we spawned and have not reaped.
+        unsafe {
+            libc::kill(pid as i32, sig);
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! `Client`: one connection string, one set of connections (Redis: a
+//! command connection and a pub/sub connection; ZooKeeper: one session),
+//! shared by every lock of the process that uses it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
+use std::time::Duration;
+
+use polylock_core::{Backend, ConnectionEvent, LockConfig, LockName};
+use zookeeper_client as zk;
+
+use crate::driver::Shared;
+use crate::error::{Error, Result};
+use crate::lock::Lock;
+use crate::transport::{RedisTransport, Transport, ZkTransport};
+use crate::url::{self, Endpoint};
+
+/// Connection settings. `Default` gives the documented defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientOptions {
+    /// How long `connect` may take before it fails naming the address. Default 5 s.
+    pub connect_timeout: Duration,
+    /// Redis: how long one command may take before it counts as unanswered. Default 5 s.
+    pub request_timeout: Duration,
+    /// ZooKeeper: the session timeout asked of the server (it may clamp it). Default 10 s.
+    pub session_timeout: Duration,
+    /// Redis: the default lease of this client's locks. Default 30 s.
+    pub lease: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(5),
+            session_timeout: Duration::from_secs(10),
+            lease: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Per-lock settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LockOptions {
+    /// Redis: this lock's lease (renewed every third of it). `None`: the client's.
+    pub lease: Option<Duration>,
+}
+
+/// A connection to one Redis server or ZooKeeper ensemble. Cheap to clone;
+/// every clone shares the connections and the locks.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) shared: Arc<Shared>,
+    backend: Backend,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("backend", &self.backend).finish()
+    }
+}
+
+impl Client {
+    /// Connects with default options. Must run inside a tokio runtime.
+    pub async fn connect(url: &str) -> Result<Client> {
+        Self::connect_with(url, ClientOptions::default()).await
+    }
+
+    /// Connects with the given options.
+    pub async fn connect_with(url: &str, opts: ClientOptions) -> Result<Client> {
+        for (what, d) in [("connect_timeout", opts.connect_timeout), ("request_timeout", opts.request_timeout)] {
+            if d.is_zero() {
+                return Err(Error::InvalidOption(format!("{what} must be positive")));
+            }
+        }
+        let mut base = LockConfig::new(Backend::Redis);
+        base.lease = opts.lease;
+        base.waiter_ttl = opts.lease;
+        base.validate().map_err(|e| Error::from_core("", e))?;
+        match url::parse(url)? {
+            Endpoint::Redis { url, tls, ca, addr } => connect_redis(&url, tls, ca, addr, &opts, base).await,
+            Endpoint::Zk { connect, auth, tls, ca, addr } => {
+                base.backend = Backend::ZooKeeper;
+                connect_zk(connect, auth, tls, ca, addr, &opts, base).await
+            }
+        }
+    }
+
+    /// Which backend this client speaks.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// A handle on the lock `name`. Validates the name; no I/O.
+    pub fn lock(&self, name: &str) -> Result<Lock> {
+        self.lock_with(name, LockOptions::default())
+    }
+
+    /// A handle on the lock `name` with its own options.
+    pub fn lock_with(&self, name: &str, opts: LockOptions) -> Result<Lock> {
+        let name = LockName::new(name).map_err(|e| Error::from_core(name, e))?;
+        if let Some(lease) = opts.lease {
+            let mut cfg = LockConfig::new(self.backend);
+            cfg.lease = lease;
+            cfg.waiter_ttl = lease;
+            cfg.validate().map_err(|e| Error::from_core(name.as_str(), e))?;
+        }
+        Ok(Lock::new(self.shared.clone(), name, opts.lease))
+    }
+
+    /// This client's 128-bit random id, as in its Redis hash fields and ZooKeeper node data.
+    pub fn id(&self) -> String {
+        self.shared.client_id.to_uuid()
+    }
+
+    /// Releases every held lock, fails every pending acquire with
+    /// [`Error::Closed`], and waits (at most the request timeout) for the
+    /// server-side cleanup. Later calls fail with `Closed`.
+    pub async fn close(&self) {
+        let started = self.shared.close();
+        self.shared.spawn_group(started);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !self.shared.is_idle() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+fn connect_error(addr: &str, reason: impl std::fmt::Display) -> Error {
+    Error::Connect { addr: addr.to_owned(), reason: reason.to_string() }
+}
+
+fn redis_client(url: &str, tls: bool, ca: &Option<String>, addr: &str) -> Result<redis::Client> {
+    let made = match (tls, ca) {
+        (true, Some(path)) => {
+            let pem = std::fs::read(path).map_err(|e| connect_error(addr, format!("cannot read CA {path}: {e}")))?;
+            redis::Client::build_with_tls(url, redis::TlsCertificates { client_tls: None, root_cert: Some(pem) })
+        }
+        _ => redis::Client::open(url),
+    };
+    made.map_err(|e| Error::InvalidUrl { url: url::redact(url), reason: e.to_string() })
+}
+
+async fn connect_redis(
+    url: &str,
+    tls: bool,
+    ca: Option<String>,
+    addr: String,
+    opts: &ClientOptions,
+    base: LockConfig,
+) -> Result<Client> {
+    if tls {
+        // The redis crate leaves the rustls crypto provider to the application.
+        let _ = rustls_provider();
+    }
+    let manager_config = || {
+        redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(opts.connect_timeout))
+            .set_response_timeout(Some(opts.request_timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_millis(500))
+    };
+    let cmd_client = redis_client(url, tls, &ca, &addr)?;
+    let cmd = tokio::time::timeout(
+        opts.connect_timeout,
+        redis::aio::ConnectionManager::new_with_config(cmd_client, manager_config()),
+    )
+    .await
+    .map_err(|_| connect_error(&addr, "timed out"))?
+    .map_err(|e| connect_error(&addr, e))?;
+
+    // Pub/sub runs on RESP3 push messages: the only way the redis crate
+    // reconnects and resubscribes by itself.
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let pubsub_client = redis_client(&format!("{url}{sep}protocol=resp3"), tls, &ca, &addr)?;
+    let cell: Arc<OnceLock<Weak<Shared>>> = Arc::new(OnceLock::new());
+    let down = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let cell = cell.clone();
+        move |push: redis::PushInfo| -> std::result::Result<(), std::convert::Infallible> {
+            let Some(shared) = cell.get().and_then(Weak::upgrade) else { return Ok(()) };
+            match push.kind {
+                redis::PushKind::Message => {
+                    if let Some(redis::Value::BulkString(ch)) = push.data.first() {
+                        shared.message(&String::from_utf8_lossy(ch));
+                    }
+                }
+                redis::PushKind::Disconnection => {
+                    down.store(true, Ordering::SeqCst);
+                    let s = shared.clone();
+                    shared.handle.spawn(async move { s.connection(ConnectionEvent::Disconnected) });
+                }
+                redis::PushKind::Subscribe if down.swap(false, Ordering::SeqCst) => {
+                    // Resubscribed after a reconnect: messages may have been missed.
+                    let s = shared.clone();
+                    shared.handle.spawn(async move { s.connection(ConnectionEvent::Connected) });
+                }
+                _ => {}
+            }
+            Ok(())
+        }
+    };
+    let pubsub = tokio::time::timeout(
+        opts.connect_timeout,
+        redis::aio::ConnectionManager::new_with_config(
+            pubsub_client,
+            manager_config().set_push_sender(sender).set_automatic_resubscription(),
+        ),
+    )
+    .await
+    .map_err(|_| connect_error(&addr, "timed out"))?
+    .map_err(|e| connect_error(&addr, e))?;
+
+    let transport = Transport::Redis(RedisTransport { cmd, pubsub, request_timeout: opts.request_timeout });
+    let shared = Shared::new(transport, base);
+    let _ = cell.set(Arc::downgrade(&shared));
+    Ok(Client { shared, backend: Backend::Redis })
+}
+
+fn rustls_provider() -> bool {
+    static INSTALLED: OnceLock<bool> = OnceLock::new();
+    *INSTALLED.get_or_init(|| {
+        // zookeeper-client enables aws-lc-rs; make it the process default if none is set.
+        rustls::crypto::aws_lc_rs::default_provider().install_default().is_ok()
+    })
+}
+
+struct ZkParams {
+    connect: String,
+    auth: Option<(String, String)>,
+    tls: Option<zk::TlsOptions>,
+    addr: String,
+    session_timeout: Duration,
+    connect_timeout: Duration,
+}
+
+async fn open_session(p: &ZkParams, fail_eagerly: bool) -> Result<zk::Client> {
+    let mut c = zk::Client::connector().with_session_timeout(p.session_timeout);
+    if fail_eagerly {
+        c = c.with_fail_eagerly();
+    }
+    if let Some((user, pass)) = &p.auth {
+        c = c.with_auth("digest", format!("{user}:{pass}").as_bytes());
+    }
+    if let Some(t) = &p.tls {
+        c = c.with_tls(t.clone());
+    }
+    tokio::time::timeout(p.connect_timeout, c.connect(&p.connect))
+        .await
+        .map_err(|_| connect_error(&p.addr, "timed out"))?
+        .map_err(|e| connect_error(&p.addr, e))
+}
+
+async fn connect_zk(
+    connect: String,
+    auth: Option<(String, String)>,
+    tls: bool,
+    ca: Option<String>,
+    addr: String,
+    opts: &ClientOptions,
+    mut base: LockConfig,
+) -> Result<Client> {
+    let tls = if tls {
+        let Some(path) = ca else {
+            return Err(Error::InvalidUrl { url: format!("zks://{addr}"), reason: "zks:// needs ?ca=PATH".into() });
+        };
+        let pem =
+            std::fs::read_to_string(&path).map_err(|e| connect_error(&addr, format!("cannot read CA {path}: {e}")))?;
+        Some(zk::TlsOptions::new().with_pem_ca(&pem).map_err(|e| connect_error(&addr, e))?)
+    } else {
+        None
+    };
+    let params = ZkParams {
+        connect,
+        auth,
+        tls,
+        addr,
+        session_timeout: opts.session_timeout,
+        connect_timeout: opts.connect_timeout,
+    };
+    let client = open_session(&params, true).await?;
+    base.session_timeout = client.session_timeout();
+    let transport = Transport::Zk(ZkTransport { client: RwLock::new(client), shared: OnceLock::new() });
+    let shared = Shared::new(transport, base);
+    tokio::spawn(session_task(Arc::downgrade(&shared), params));
+    Ok(Client { shared, backend: Backend::ZooKeeper })
+}
+
+/// Follows the ZooKeeper session: reports disconnections and expiry to
+/// every lock, and opens a new session after an expiry.
+async fn session_task(weak: Weak<Shared>, params: ZkParams) {
+    loop {
+        let mut watcher = {
+            let Some(shared) = weak.upgrade() else { return };
+            let Transport::Zk(z) = &shared.transport else { return };
+            z.current().state_watcher()
+        };
+        let state = watcher.changed().await;
+        let Some(shared) = weak.upgrade() else { return };
+        match state {
+            zk::SessionState::Disconnected => shared.connection(ConnectionEvent::Disconnected),
+            zk::SessionState::SyncConnected => shared.connection(ConnectionEvent::Connected),
+            zk::SessionState::Expired => {
+                shared.connection(ConnectionEvent::SessionExpired);
+                // A new session, retried until it works or the client is dropped.
+                let mut delay = Duration::from_millis(100);
+                loop {
+                    match open_session(&params, false).await {
+                        Ok(client) => {
+                            if let Ok(mut cfg) = shared.base_config.lock() {
+                                cfg.session_timeout = client.session_timeout();
+                            }
+                            if let Transport::Zk(z) = &shared.transport {
+                                *z.client.write().expect("zk client lock") = client;
+                            }
+                            shared.connection(ConnectionEvent::Connected);
+                            break;
+                        }
+                        Err(_) if weak.strong_count() > 1 => {
+                            tokio::time::sleep(delay).await;
+                            delay = (delay * 2).min(Duration::from_secs(5));
+                        }
+                        Err(_) => return,
+                    }
+                }
+            }
+            zk::SessionState::Closed | zk::SessionState::AuthFailed => return,
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! # polylock
+//!
+//! Distributed locks on Redis and ZooKeeper for tokio, with fencing tokens,
+//! reentrancy per task, loss notification and no herd effect. The lock
+//! logic lives in [`polylock_core`]; this crate runs it over real servers.
+//!
+//! ```no_run
+//! # async fn demo() -> polylock::Result<()> {
+//! let client = polylock::Client::connect("redis://127.0.0.1:6379").await?; // or "zk://127.0.0.1:2181"
+//! let lock = client.lock("orders/42")?;
+//! let guard = lock.acquire().await?;
+//! let token = guard.fencing_token(); // hand it to the resource you protect
+//! tokio::select! {
+//!     _ = async { /* the critical section */ } => {}
+//!     reason = guard.lost() => eprintln!("lock lost: {reason}; stop writing"),
+//! }
+//! guard.release().await?;
+//! # let _ = token; Ok(()) }
+//! ```
+
+mod client;
+mod driver;
+mod error;
+mod lock;
+mod owner;
+mod status;
+mod transport;
+mod url;
+
+pub use client::{Client, ClientOptions, LockOptions};
+pub use error::{Error, Result};
+pub use lock::{Guard, Lock};
+pub use owner::current_owner;
+pub use polylock_core::{Backend, LossReason, OwnerId};
+pub use status::Status;

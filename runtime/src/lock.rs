@@ -1,0 +1,228 @@
+//! `Lock` and `Guard`: the public face of one lock name.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use polylock_core::{AcquireOptions, FencingToken, LockName, LossReason, OwnerId, Ticket};
+use tokio::sync::{oneshot, watch};
+
+use crate::driver::{Grant, HoldState, Shared};
+use crate::error::{Error, Result};
+use crate::owner::current_owner;
+
+/// A handle on one lock name of one [`crate::Client`]. Cheap to clone.
+#[derive(Clone)]
+pub struct Lock {
+    shared: Arc<Shared>,
+    name: LockName,
+    lease: Option<Duration>,
+}
+
+impl std::fmt::Debug for Lock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock").field("name", &self.name.as_str()).finish()
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(shared: Arc<Shared>, name: LockName, lease: Option<Duration>) -> Self {
+        Lock { shared, name, lease }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// Waits until the calling task holds the lock. Reentrant per task:
+    /// a task that holds it gets another guard at once, with no I/O.
+    /// Cancel-safe: dropping the future leaves nothing on the server.
+    pub async fn acquire(&self) -> Result<Guard> {
+        self.acquire_as(current_owner(), None).await
+    }
+
+    /// Like [`Self::acquire`] but gives up after `timeout` (`Duration::ZERO`:
+    /// one try without waiting). `Ok(None)` if the lock was not granted in time.
+    pub async fn try_acquire(&self, timeout: Duration) -> Result<Option<Guard>> {
+        match self.acquire_as(current_owner(), Some(timeout)).await {
+            Ok(g) => Ok(Some(g)),
+            Err(Error::Timeout(_) | Error::WouldBlock(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Acquire on behalf of an explicit owner (a binding's thread, task or
+    /// async context). `timeout`: `None` waits forever, zero tries once.
+    /// Errors: [`Error::Timeout`] or [`Error::WouldBlock`] when not granted.
+    pub async fn acquire_as(&self, owner: OwnerId, timeout: Option<Duration>) -> Result<Guard> {
+        let opts = match timeout {
+            None => AcquireOptions::default(),
+            Some(d) if d.is_zero() => AcquireOptions { no_wait: true, deadline: None },
+            Some(d) => AcquireOptions { no_wait: false, deadline: Some(self.shared.deadline_after(d)) },
+        };
+        let (ticket, rx, started) = self.shared.acquire(&self.name, self.lease, owner, opts)?;
+        let mut pending = PendingAcquire { lock: self, owner, ticket, rx: Some(rx) };
+        let mut rx = pending.rx.take().expect("just set");
+        let outcome = self.shared.drive_until(started, &mut rx).await;
+        pending.rx = Some(rx);
+        match outcome {
+            Some(Ok(grant)) => {
+                pending.rx = None;
+                Ok(Guard::new(self.clone(), owner, grant))
+            }
+            Some(Err(e)) => {
+                pending.rx = None;
+                Err(Error::from_core(self.name(), e))
+            }
+            None => {
+                pending.rx = None;
+                Err(Error::Closed)
+            }
+        }
+    }
+
+    /// Ends one hold of `owner` and waits until the server has released the
+    /// lock (at once for a reentrant hold). [`Error::NotHeld`] if `owner`
+    /// does not hold it; the lock is then unchanged.
+    pub async fn release_as(&self, owner: OwnerId) -> Result<()> {
+        let (rx, started) = self.shared.release(self.name(), owner)?;
+        if let Some(mut rx) = rx {
+            self.shared.drive_until(started, &mut rx).await;
+        }
+        Ok(())
+    }
+
+    /// How many times `owner` holds the lock in this client (0: not at all).
+    pub fn hold_count(&self, owner: OwnerId) -> u32 {
+        self.shared.hold_count(self.name(), owner)
+    }
+
+    /// How many times the calling task holds the lock.
+    pub fn hold_count_current(&self) -> u32 {
+        self.hold_count(current_owner())
+    }
+
+    /// Is the lock held by any owner of this client?
+    pub fn is_held_locally(&self) -> bool {
+        self.shared.locally_held(self.name())
+    }
+
+    /// The Redis hash field `owner` holds this lock under (`<client id>:<owner>`).
+    pub fn redis_field(&self, owner: OwnerId) -> String {
+        self.shared.redis_field(owner)
+    }
+}
+
+/// An acquire in flight. If its future is dropped, the acquire is
+/// cancelled, and a grant that raced the drop is given back.
+struct PendingAcquire<'a> {
+    lock: &'a Lock,
+    owner: OwnerId,
+    ticket: Ticket,
+    rx: Option<oneshot::Receiver<std::result::Result<Grant, polylock_core::Error>>>,
+}
+
+impl Drop for PendingAcquire<'_> {
+    fn drop(&mut self) {
+        let Some(mut rx) = self.rx.take() else { return };
+        self.lock.shared.cancel(self.lock.name(), self.ticket);
+        rx.close();
+        if let Ok(Ok(_grant)) = rx.try_recv() {
+            let lock = self.lock.clone();
+            let owner = self.owner;
+            self.lock.shared.handle.spawn(async move {
+                let _ = lock.release_as(owner).await;
+            });
+        }
+    }
+}
+
+/// Proof of holding a lock. Releasing it (or dropping it, which releases
+/// in the background) ends one hold.
+pub struct Guard {
+    lock: Lock,
+    owner: OwnerId,
+    token: FencingToken,
+    hold: Arc<HoldState>,
+    done: bool,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard").field("lock", &self.lock.name()).field("token", &self.token.0).finish()
+    }
+}
+
+impl Guard {
+    fn new(lock: Lock, owner: OwnerId, grant: Grant) -> Self {
+        Guard { lock, owner, token: grant.token, hold: grant.hold, done: false }
+    }
+
+    /// The fencing token of this grant: larger than any earlier grant's.
+    /// Pass it to the resource you protect and have it refuse smaller ones.
+    pub fn fencing_token(&self) -> u64 {
+        self.token.0
+    }
+
+    /// The owner this guard holds the lock for.
+    pub fn owner(&self) -> OwnerId {
+        self.owner
+    }
+
+    /// The lock this guard holds.
+    pub fn lock(&self) -> &Lock {
+        &self.lock
+    }
+
+    /// Whether the lock was lost (and why). Once lost, stop touching the resource.
+    pub fn lost_reason(&self) -> Option<LossReason> {
+        *self.hold.lost.borrow()
+    }
+
+    /// Resolves when the lock is lost; never, if it is released first.
+    pub async fn lost(&self) -> LossReason {
+        let mut rx = self.hold.lost.subscribe();
+        loop {
+            if let Some(r) = *rx.borrow_and_update() {
+                return r;
+            }
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// A watch of the loss state, for bindings that forward it elsewhere.
+    pub fn loss_watch(&self) -> watch::Receiver<Option<LossReason>> {
+        self.hold.lost.subscribe()
+    }
+
+    /// Ends this hold and waits for the server. [`Error::Lost`] if the lock
+    /// was lost while held: whatever ran under it was not protected.
+    pub async fn release(mut self) -> Result<()> {
+        self.done = true;
+        if let Some(reason) = self.lost_reason() {
+            return Err(Error::Lost { name: self.lock.name().to_owned(), reason });
+        }
+        self.lock.release_as(self.owner).await
+    }
+
+    /// Forgets the guard without releasing (a binding that releases by owner).
+    pub fn into_token(mut self) -> u64 {
+        self.done = true;
+        self.token.0
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if self.done || self.lost_reason().is_some() {
+            return;
+        }
+        let lock = self.lock.clone();
+        let owner = self.owner;
+        self.lock.shared.handle.spawn(async move {
+            let _ = lock.release_as(owner).await;
+        });
+    }
+}

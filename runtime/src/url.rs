@@ -1,0 +1,202 @@
+//! Connection strings. One parser, so every language accepts the same URLs:
+//!
+//! - `redis://[user:pass@]host:port[/db]`, `rediss://...` for TLS
+//!   (`#insecure` is not accepted; use `?ca=/path/ca.pem` for a private CA);
+//! - `zk://[user:pass@]host1:2181[,host2:2181...][/chroot]` (digest auth from
+//!   the user info), `zks://...` for TLS with `?ca=/path/ca.pem`.
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    Redis {
+        /// The URL as the `redis` crate takes it (our own query removed).
+        url: String,
+        tls: bool,
+        ca: Option<String>,
+        /// host:port for messages.
+        addr: String,
+    },
+    Zk {
+        /// `host:port,host:port/chroot`, hosts prefixed `tcp+tls://` under TLS.
+        connect: String,
+        auth: Option<(String, String)>,
+        tls: bool,
+        ca: Option<String>,
+        addr: String,
+    },
+}
+
+fn bad(url: &str, reason: impl Into<String>) -> Error {
+    Error::InvalidUrl { url: redact(url), reason: reason.into() }
+}
+
+/// The URL with any password replaced, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let userinfo = &url[s + 3..at];
+            match userinfo.find(':') {
+                Some(c) => format!("{}{}:***{}", &url[..s + 3], &userinfo[..c], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+pub(crate) fn parse(url: &str) -> Result<Endpoint> {
+    let url = url.trim();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(bad(url, "expected redis://, rediss://, zk:// or zks://"));
+    };
+    let (rest, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, Some(q)),
+        None => (rest, None),
+    };
+    if rest.contains('#') || query.is_some_and(|q| q.contains('#')) {
+        return Err(bad(url, "URL fragments are not supported"));
+    }
+    let mut ca = None;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("ca", v)) if !v.is_empty() => ca = Some(v.to_owned()),
+            _ => return Err(bad(url, format!("unknown query parameter {pair:?} (only ca=PATH is accepted)"))),
+        }
+    }
+    let (userinfo, hostpart) = match rest.rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let (hosts, path) = match hostpart.find('/') {
+        Some(i) => (&hostpart[..i], Some(&hostpart[i..])),
+        None => (hostpart, None),
+    };
+    if hosts.is_empty() {
+        return Err(bad(url, "missing host"));
+    }
+    match scheme {
+        "redis" | "rediss" => {
+            if hosts.contains(',') {
+                return Err(bad(url, "a Redis URL names one host"));
+            }
+            let addr = check_host_port(url, hosts, 6379)?;
+            if let Some(p) = path {
+                let db = p.trim_start_matches('/');
+                if !db.is_empty() && db.parse::<u16>().is_err() {
+                    return Err(bad(url, format!("database {db:?} is not a number")));
+                }
+            }
+            if ca.is_some() && scheme == "redis" {
+                return Err(bad(url, "ca= needs rediss://"));
+            }
+            let base = match userinfo {
+                Some(u) => format!("{scheme}://{u}@{hosts}{}", path.unwrap_or("")),
+                None => format!("{scheme}://{hosts}{}", path.unwrap_or("")),
+            };
+            Ok(Endpoint::Redis { url: base, tls: scheme == "rediss", ca, addr })
+        }
+        "zk" | "zks" => {
+            let tls = scheme == "zks";
+            let mut out = Vec::new();
+            for h in hosts.split(',') {
+                if h.is_empty() {
+                    return Err(bad(url, "empty host in the host list"));
+                }
+                let hp = check_host_port(url, h, 2181)?;
+                out.push(if tls { format!("tcp+tls://{hp}") } else { hp });
+            }
+            if let Some(p) = path {
+                if p.len() > 1 && (p.ends_with('/') || p.contains("//")) {
+                    return Err(bad(url, format!("chroot {p:?} is not a valid ZooKeeper path")));
+                }
+            }
+            let auth = match userinfo {
+                Some(u) => match u.split_once(':') {
+                    Some((user, pass)) if !user.is_empty() => Some((user.to_owned(), pass.to_owned())),
+                    _ => return Err(bad(url, "ZooKeeper digest auth needs user:password")),
+                },
+                None => None,
+            };
+            if ca.is_some() && !tls {
+                return Err(bad(url, "ca= needs zks://"));
+            }
+            let chroot = path.filter(|p| *p != "/").unwrap_or("");
+            Ok(Endpoint::Zk { connect: format!("{}{chroot}", out.join(",")), auth, tls, ca, addr: hosts.to_owned() })
+        }
+        other => Err(bad(url, format!("unknown scheme {other:?}; expected redis, rediss, zk or zks"))),
+    }
+}
+
+fn check_host_port(url: &str, hp: &str, default_port: u16) -> Result<String> {
+    let (host, port) = match hp.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+            let port: u16 = p.parse().map_err(|_| bad(url, format!("port {p:?} is not a number from 1 to 65535")))?;
+            if port == 0 {
+                return Err(bad(url, "port 0 is not allowed"));
+            }
+            (h, port)
+        }
+        _ => (hp, default_port),
+    };
+    if host.is_empty() {
+        return Err(bad(url, "missing host"));
+    }
+    if host.chars().any(|c| c.is_whitespace() || c == '/' || c == '@') {
+        return Err(bad(url, format!("host {host:?} is malformed")));
+    }
+    Ok(format!("{host}:{port}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_forms() {
+        assert!(matches!(parse("redis://127.0.0.1:6379").unwrap(), Endpoint::Redis { tls: false, .. }));
+        assert!(matches!(parse("rediss://u:p@h:6380/2").unwrap(), Endpoint::Redis { tls: true, .. }));
+        match parse("zk://a:1,b:2/chroot").unwrap() {
+            Endpoint::Zk { connect, auth: None, .. } => assert_eq!(connect, "a:1,b:2/chroot"),
+            e => panic!("{e:?}"),
+        }
+        match parse("zks://u:p@a:1?ca=/tmp/ca.pem").unwrap() {
+            Endpoint::Zk { connect, auth: Some((u, p)), tls: true, ca: Some(ca), .. } => {
+                assert_eq!(connect, "tcp+tls://a:1");
+                assert_eq!((u.as_str(), p.as_str(), ca.as_str()), ("u", "p", "/tmp/ca.pem"));
+            }
+            e => panic!("{e:?}"),
+        }
+        assert!(matches!(parse("zk://h").unwrap(), Endpoint::Zk { ref connect, .. } if connect == "h:2181"));
+    }
+
+    #[test]
+    fn malformed_urls_say_what_is_wrong() {
+        for (u, why) in [
+            ("", "expected redis://"),
+            ("127.0.0.1:6379", "expected redis://"),
+            ("http://h", "unknown scheme"),
+            ("redis://", "missing host"),
+            ("redis://h:notaport", "not a number"),
+            ("redis://h:0", "port 0"),
+            ("redis://h:1/x", "database"),
+            ("zk://a:1,,b:2", "empty host"),
+            ("zk://a:1/chroot/", "chroot"),
+            ("zk://user@a:1", "user:password"),
+            ("redis://h?timeout=1", "unknown query"),
+            ("redis://h:1#insecure", "fragments"),
+        ] {
+            match parse(u) {
+                Err(Error::InvalidUrl { reason, .. }) => assert!(reason.contains(why), "{u}: {reason}"),
+                other => panic!("{u}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("redis://u:secret@h:1"), "redis://u:***@h:1");
+        let e = parse("redis://u:secret@h:x").unwrap_err();
+        assert!(!e.to_string().contains("secret"), "{e}");
+    }
+}

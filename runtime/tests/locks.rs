@@ -1,0 +1,272 @@
+//! The Rust API against real Redis and ZooKeeper servers, each test on both.
+
+mod support;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use polylock::{Client, Error, OwnerId};
+use support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_tasks_over_three_clients_lose_no_update() {
+    for (backend, url) in backends() {
+        let name = unique("counter");
+        let clients = [client(&url).await, client(&url).await, client(&url).await];
+        let counter = Arc::new(AtomicU64::new(0));
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            let lock = clients[i % 3].lock(&name).unwrap();
+            let counter = counter.clone();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..10 {
+                    let g = lock.acquire().await.unwrap();
+                    // A read-modify-write that loses updates unless excluded.
+                    let v = counter.load(Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                    counter.store(v + 1, Ordering::SeqCst);
+                    g.release().await.unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(counter.load(Ordering::SeqCst), 200, "{backend}: lost updates");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrancy_needs_as_many_releases_as_acquires() {
+    for (backend, url) in backends() {
+        let name = unique("reentry");
+        let c = client(&url).await;
+        let other = client(&url).await;
+        let lock = c.lock(&name).unwrap();
+        let me = OwnerId(7);
+        let g1 = lock.acquire_as(me, None).await.unwrap();
+        let g2 = lock.acquire_as(me, None).await.unwrap();
+        let g3 = lock.acquire_as(me, None).await.unwrap();
+        assert_eq!(g1.fencing_token(), g3.fencing_token(), "{backend}: re-entry is the same grant");
+        assert_eq!(lock.hold_count(me), 3);
+        g3.release().await.unwrap();
+        g2.release().await.unwrap();
+        assert_eq!(lock.hold_count(me), 1);
+        let theirs = other.lock(&name).unwrap();
+        assert!(theirs.try_acquire(Duration::ZERO).await.unwrap().is_none(), "{backend}: still held after 2 of 3");
+        g1.release().await.unwrap();
+        let g = theirs.try_acquire(Duration::from_secs(5)).await.unwrap().expect("free after the last release");
+        g.release().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_acquire_times_out_and_leaves_nothing() {
+    for (backend, url) in backends() {
+        let name = unique("timeout");
+        let holder = client(&url).await;
+        let waiter = client(&url).await;
+        let g = holder.lock(&name).unwrap().acquire().await.unwrap();
+        let lock = waiter.lock(&name).unwrap();
+        let started = std::time::Instant::now();
+        assert!(lock.try_acquire(Duration::from_millis(300)).await.unwrap().is_none());
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(300), "{backend}: gave up early ({waited:?})");
+        match lock.acquire_as(OwnerId(1), Some(Duration::from_millis(50))).await {
+            Err(Error::Timeout(n)) => assert_eq!(n, name),
+            other => panic!("{backend}: {other:?}"),
+        }
+        match lock.acquire_as(OwnerId(1), Some(Duration::ZERO)).await {
+            Err(Error::WouldBlock(_)) => {}
+            other => panic!("{backend}: {other:?}"),
+        }
+        g.release().await.unwrap();
+        let clean = eventually(Duration::from_secs(3), || async {
+            if backend == "redis" {
+                redis_leftovers(&url, &name).await.is_empty()
+            } else {
+                zk_children(&url, &name).await.is_empty()
+            }
+        })
+        .await;
+        assert!(clean, "{backend}: a timed-out waiter left something behind");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_by_a_non_owner_is_an_error_and_the_lock_stays_held() {
+    for (backend, url) in backends() {
+        let name = unique("nonowner");
+        let c = client(&url).await;
+        let lock = c.lock(&name).unwrap();
+        let g = lock.acquire_as(OwnerId(1), None).await.unwrap();
+        match lock.release_as(OwnerId(2)).await {
+            Err(Error::NotHeld(n)) => assert_eq!(n, name),
+            other => panic!("{backend}: {other:?}"),
+        }
+        let s = c.status(&name).await.unwrap();
+        assert!(s.held, "{backend}: a non-owner release freed the lock");
+        assert_eq!(lock.hold_count(OwnerId(1)), 1);
+        g.release().await.unwrap();
+        // Releasing what nobody holds is an error too.
+        assert!(matches!(lock.release_as(OwnerId(1)).await, Err(Error::NotHeld(_))));
+    }
+}
+
+#[tokio::test]
+async fn bad_names_and_urls_are_typed_errors() {
+    let c = client(&redis_url()).await;
+    for bad in ["", "a\0b", "a//b", "trailing/", &"x".repeat(1025)] {
+        match c.lock(bad) {
+            Err(Error::InvalidName(_)) => {}
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+    for bad in ["", "localhost:6379", "http://h", "redis://h:port", "zk://a:1,,b:2", "redis://h/notadb"] {
+        match Client::connect(bad).await {
+            Err(Error::InvalidUrl { .. }) => {}
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+    let opts = polylock::ClientOptions { connect_timeout: Duration::from_millis(500), ..Default::default() };
+    for url in ["redis://127.0.0.1:1", "zk://127.0.0.1:1"] {
+        let started = std::time::Instant::now();
+        match Client::connect_with(url, opts.clone()).await {
+            Err(Error::Connect { addr, .. }) => assert_eq!(addr, "127.0.0.1:1"),
+            other => panic!("{url}: {other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(3), "{url}: connect error took {:?}", started.elapsed());
+    }
+    let lease = polylock::LockOptions { lease: Some(Duration::from_millis(10)) };
+    assert!(matches!(c.lock_with("x", lease), Err(Error::InvalidOption(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_strictly_increase_across_grants() {
+    for (backend, url) in backends() {
+        let name = unique("fence");
+        let a = client(&url).await;
+        let b = client(&url).await;
+        let mut last = 0u64;
+        for i in 0..20 {
+            let c = if i % 2 == 0 { &a } else { &b };
+            let g = c.lock(&name).unwrap().acquire().await.unwrap();
+            assert!(g.fencing_token() > last, "{backend}: token {} after {last}", g.fencing_token());
+            last = g.fencing_token();
+            g.release().await.unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layouts_match_redisson_and_curator() {
+    // Redis: a hash at the name, field <client id>:<owner>, as Redisson's RLock.
+    let url = redis_url();
+    let name = unique("layout");
+    let c = client(&url).await;
+    let lock = c.lock(&name).unwrap();
+    let g = lock.acquire_as(OwnerId(42), None).await.unwrap();
+    let mut raw = raw_redis(&url).await;
+    let kind: String = redis::cmd("TYPE").arg(&name).query_async(&mut raw).await.unwrap();
+    assert_eq!(kind, "hash");
+    let fields: std::collections::HashMap<String, i64> =
+        redis::cmd("HGETALL").arg(&name).query_async(&mut raw).await.unwrap();
+    assert_eq!(fields.len(), 1);
+    let (field, count) = fields.into_iter().next().unwrap();
+    assert_eq!(field, format!("{}:42", c.id()));
+    assert_eq!(count, 1);
+    assert_eq!(c.id().len(), 36, "a canonical UUID");
+    let ttl: i64 = redis::cmd("PTTL").arg(&name).query_async(&mut raw).await.unwrap();
+    assert!(ttl > 25_000 && ttl <= 30_000, "default lease 30 s, got {ttl} ms");
+    g.release().await.unwrap();
+
+    // ZooKeeper: P/_c_<uuid>-lock-<10 digits>, as Curator's InterProcessMutex.
+    let url = zk_url();
+    let c = client(&url).await;
+    let g = c.lock(&name).unwrap().acquire().await.unwrap();
+    let kids = zk_children(&url, &name).await;
+    assert_eq!(kids.len(), 1);
+    let node = &kids[0];
+    assert!(node.starts_with("_c_"), "{node}");
+    let (uuid, seq) = node[3..].split_once("-lock-").unwrap();
+    assert_eq!(uuid.len(), 36, "{node}");
+    assert_eq!(seq.len(), 10, "{node}");
+    assert!(seq.chars().all(|ch| ch.is_ascii_digit()));
+    let raw = raw_zk(&url).await;
+    let (_, stat) = raw.get_data(&format!("{name}/{node}")).await.unwrap();
+    assert_eq!(stat.czxid as u64, g.fencing_token(), "the token is the node's czxid");
+    assert_ne!(stat.ephemeral_owner, 0, "an ephemeral node");
+    g.release().await.unwrap();
+    assert!(zk_children(&url, &name).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_in_one_process_queue_locally() {
+    for (backend, url) in backends() {
+        let name = unique("local-queue");
+        let c = client(&url).await;
+        let lock = c.lock(&name).unwrap();
+        let first = lock.acquire_as(OwnerId(1), None).await.unwrap();
+        let mut waiting = Vec::new();
+        for o in 2..6 {
+            let l = lock.clone();
+            waiting.push(tokio::spawn(async move {
+                let g = l.acquire_as(OwnerId(o), None).await.unwrap();
+                g.release().await.unwrap();
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if backend == "zookeeper" {
+            // One node for the holder; local waiters do not contend on the server.
+            assert_eq!(zk_children(&url, &name).await.len(), 1, "local waiters created nodes");
+        } else {
+            let mut raw = raw_redis(&url).await;
+            let queued: i64 =
+                redis::cmd("ZCARD").arg(format!("polylock_queue:{{{name}}}")).query_async(&mut raw).await.unwrap();
+            assert!(queued <= 1, "{queued} server-side waiters from one process");
+        }
+        first.release().await.unwrap();
+        for w in waiting {
+            tokio::time::timeout(Duration::from_secs(10), w).await.expect("a local waiter hung").unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_guard_releases_in_the_background() {
+    for (backend, url) in backends() {
+        let name = unique("drop");
+        let c = client(&url).await;
+        let g = c.lock(&name).unwrap().acquire().await.unwrap();
+        drop(g);
+        let freed = eventually(Duration::from_secs(3), || async { !c.status(&name).await.unwrap().held }).await;
+        assert!(freed, "{backend}: a dropped guard kept the lock");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reports_holder_token_and_waiters() {
+    for (backend, url) in backends() {
+        let name = unique("status");
+        let c = client(&url).await;
+        let other = client(&url).await;
+        assert!(!c.status(&name).await.unwrap().held);
+        let lock = c.lock(&name).unwrap();
+        let g = lock.acquire_as(OwnerId(5), None).await.unwrap();
+        let ol = other.lock(&name).unwrap();
+        let w = tokio::spawn(async move { ol.acquire().await.map(|g| g.into_token()) });
+        let s =
+            eventually(Duration::from_secs(3), || async { c.status(&name).await.unwrap().waiters == Some(1) }).await;
+        assert!(s, "{backend}: the waiter is not counted");
+        let st = c.status(&name).await.unwrap();
+        assert!(st.held);
+        assert_eq!(st.holder.as_deref(), Some(lock.redis_field(OwnerId(5)).as_str()), "{backend}");
+        assert_eq!(st.fencing_token, Some(g.fencing_token()), "{backend}");
+        g.release().await.unwrap();
+        let t = w.await.unwrap().unwrap();
+        assert!(t > st.fencing_token.unwrap());
+        other.lock(&name).unwrap().release_as(polylock::current_owner()).await.ok();
+    }
+}

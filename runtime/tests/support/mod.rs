@@ -1,0 +1,155 @@
+//! Shared by the integration tests: where the servers are, how to look at
+//! them directly, and a TCP proxy that can cut a client off (a partition).
+
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use polylock::{Client, ClientOptions};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+pub fn redis_url() -> String {
+    std::env::var("POLYLOCK_TEST_REDIS").expect("POLYLOCK_TEST_REDIS: run `eval \"$(scripts/services start)\"` first")
+}
+
+pub fn zk_url() -> String {
+    std::env::var("POLYLOCK_TEST_ZK").expect("POLYLOCK_TEST_ZK: run `eval \"$(scripts/services start)\"` first")
+}
+
+pub fn redis2_url() -> Option<String> {
+    std::env::var("POLYLOCK_TEST_REDIS2").ok()
+}
+
+/// Both backends, for tests that must hold on each.
+pub fn backends() -> Vec<(&'static str, String)> {
+    vec![("redis", redis_url()), ("zookeeper", zk_url())]
+}
+
+/// A lock name no other test uses.
+pub fn unique(prefix: &str) -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    format!("/polylock-test/{prefix}-{}-{n}", std::process::id())
+}
+
+pub async fn client(url: &str) -> Client {
+    Client::connect(url).await.unwrap_or_else(|e| panic!("connect {url}: {e}"))
+}
+
+pub async fn client_with(url: &str, opts: ClientOptions) -> Client {
+    Client::connect_with(url, opts).await.unwrap_or_else(|e| panic!("connect {url}: {e}"))
+}
+
+/// host:port of a redis:// or zk:// URL with one host.
+pub fn host_port(url: &str) -> String {
+    url.split("://").nth(1).unwrap().split('/').next().unwrap().to_owned()
+}
+
+pub async fn raw_redis(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap()
+}
+
+pub async fn raw_zk(url: &str) -> zookeeper_client::Client {
+    zookeeper_client::Client::connect(&host_port(url)).await.unwrap()
+}
+
+/// Everything our protocol may leave on Redis for `name`, except the fence counter.
+pub async fn redis_leftovers(url: &str, name: &str) -> Vec<String> {
+    let mut c = raw_redis(url).await;
+    let mut left = Vec::new();
+    for key in [name.to_owned(), format!("polylock_queue:{{{name}}}"), format!("polylock_queue_deadline:{{{name}}}")] {
+        let n: i64 = redis::cmd("EXISTS").arg(&key).query_async(&mut c).await.unwrap();
+        if n > 0 {
+            left.push(key);
+        }
+    }
+    left
+}
+
+/// The children of a lock's ZooKeeper node (empty if the node is gone).
+pub async fn zk_children(url: &str, name: &str) -> Vec<String> {
+    let c = raw_zk(url).await;
+    let path = if name.starts_with('/') { name.to_owned() } else { format!("/{name}") };
+    c.list_children(&path).await.unwrap_or_default()
+}
+
+/// Polls `check` until it holds or `within` passes.
+pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = tokio::time::Instant::now() + within;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() > end {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A TCP proxy on loopback that can be cut: every connection through it is
+/// closed and new ones are refused until `restore`. A client connected
+/// through it is partitioned from the server while the server stays up.
+pub struct Proxy {
+    pub port: u16,
+    cut: Arc<AtomicBool>,
+    conns: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    accept: JoinHandle<()>,
+}
+
+impl Proxy {
+    pub async fn start(target: &str) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let target = target.to_owned();
+        let (c2, conns2) = (cut.clone(), conns.clone());
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if c2.load(Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
+                let target = target.clone();
+                let h = tokio::spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                conns2.lock().unwrap().push(h);
+            }
+        });
+        Proxy { port, cut, conns, accept }
+    }
+
+    /// Same URL scheme, through the proxy.
+    pub fn url(&self, scheme: &str) -> String {
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    pub fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for h in self.conns.lock().unwrap().drain(..) {
+            h.abort();
+        }
+    }
+
+    pub fn restore(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.cut();
+        self.accept.abort();
+    }
+}
