@@ -108,6 +108,28 @@ impl Client {
         Ok(Lock::new(self.shared.clone(), name, opts.lease))
     }
 
+    /// Fault injection for tests (every binding's suite uses it): ends this
+    /// client's ZooKeeper session from the server side, as an expiry after a
+    /// partition would, by taking the session over from a second connection
+    /// and closing it. On Redis it returns [`Error::InvalidOption`].
+    #[doc(hidden)]
+    pub async fn debug_expire_session(&self) -> Result<()> {
+        let Transport::Zk(z) = &self.shared.transport else {
+            return Err(Error::InvalidOption("session expiry applies to ZooKeeper only".into()));
+        };
+        let current = z.current();
+        let killer = zk::Client::connector()
+            .with_session(current.session().clone())
+            .with_session_timeout(current.session_timeout())
+            .connect(&z.connect)
+            .await
+            .map_err(|e| connect_error(&z.connect, e))?;
+        drop(killer);
+        // Let the close reach the server before returning.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Ok(())
+    }
+
     /// This client's 128-bit random id, as in its Redis hash fields and ZooKeeper node data.
     pub fn id(&self) -> String {
         self.shared.client_id.to_uuid()
@@ -280,7 +302,11 @@ async fn connect_zk(
     };
     let client = open_session(&params, true).await?;
     base.session_timeout = client.session_timeout();
-    let transport = Transport::Zk(ZkTransport { client: RwLock::new(client), shared: OnceLock::new() });
+    let transport = Transport::Zk(ZkTransport {
+        client: RwLock::new(client),
+        shared: OnceLock::new(),
+        connect: params.connect.clone(),
+    });
     let shared = Shared::new(transport, base);
     tokio::spawn(session_task(Arc::downgrade(&shared), params));
     Ok(Client { shared, backend: Backend::ZooKeeper })
