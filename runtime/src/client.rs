@@ -26,6 +26,11 @@ pub struct ClientOptions {
     pub session_timeout: Duration,
     /// Redis: the default lease of this client's locks. Default 30 s.
     pub lease: Duration,
+    /// Tests only: route a single-host ZooKeeper connection through an
+    /// in-process [`crate::fault::Proxy`], so `debug_expire_session` can
+    /// partition this client for real. Default false.
+    #[doc(hidden)]
+    pub debug_faults: bool,
 }
 
 impl Default for ClientOptions {
@@ -35,6 +40,7 @@ impl Default for ClientOptions {
             request_timeout: Duration::from_secs(5),
             session_timeout: Duration::from_secs(10),
             lease: Duration::from_secs(30),
+            debug_faults: false,
         }
     }
 }
@@ -108,25 +114,23 @@ impl Client {
         Ok(Lock::new(self.shared.clone(), name, opts.lease))
     }
 
-    /// Fault injection for tests (every binding's suite uses it): ends this
-    /// client's ZooKeeper session from the server side, as an expiry after a
-    /// partition would, by taking the session over from a second connection
-    /// and closing it. On Redis it returns [`Error::InvalidOption`].
+    /// Fault injection for tests (every binding's suite uses it): makes
+    /// the ZooKeeper server expire this client's session the way a network
+    /// partition does, by cutting the client off for longer than the session
+    /// timeout. Needs `ClientOptions::debug_faults`; takes about the session
+    /// timeout plus a second. On Redis it returns [`Error::InvalidOption`].
     #[doc(hidden)]
     pub async fn debug_expire_session(&self) -> Result<()> {
         let Transport::Zk(z) = &self.shared.transport else {
             return Err(Error::InvalidOption("session expiry applies to ZooKeeper only".into()));
         };
-        let current = z.current();
-        let killer = zk::Client::connector()
-            .with_session(current.session().clone())
-            .with_session_timeout(current.session_timeout())
-            .connect(&z.connect)
-            .await
-            .map_err(|e| connect_error(&z.connect, e))?;
-        drop(killer);
-        // Let the close reach the server before returning.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        let Some(proxy) = &z.fault_proxy else {
+            return Err(Error::InvalidOption("connect with debug_faults to inject faults".into()));
+        };
+        let timeout = z.current().session_timeout();
+        proxy.cut();
+        tokio::time::sleep(timeout + Duration::from_secs(1)).await;
+        proxy.restore();
         Ok(())
     }
 
@@ -292,6 +296,17 @@ async fn connect_zk(
     } else {
         None
     };
+    // Tests only: put a cuttable proxy between this client and the server.
+    let (connect, fault_proxy) = if opts.debug_faults && !connect.contains(',') && tls.is_none() {
+        let (hostport, chroot) = match connect.find('/') {
+            Some(i) => (&connect[..i], &connect[i..]),
+            None => (connect.as_str(), ""),
+        };
+        let proxy = crate::fault::Proxy::start(hostport).await.map_err(|e| connect_error(&addr, e))?;
+        (format!("127.0.0.1:{}{chroot}", proxy.port()), Some(proxy))
+    } else {
+        (connect, None)
+    };
     let params = ZkParams {
         connect,
         auth,
@@ -302,11 +317,7 @@ async fn connect_zk(
     };
     let client = open_session(&params, true).await?;
     base.session_timeout = client.session_timeout();
-    let transport = Transport::Zk(ZkTransport {
-        client: RwLock::new(client),
-        shared: OnceLock::new(),
-        connect: params.connect.clone(),
-    });
+    let transport = Transport::Zk(ZkTransport { client: RwLock::new(client), shared: OnceLock::new(), fault_proxy });
     let shared = Shared::new(transport, base);
     tokio::spawn(session_task(Arc::downgrade(&shared), params));
     Ok(Client { shared, backend: Backend::ZooKeeper })
@@ -315,43 +326,65 @@ async fn connect_zk(
 /// Follows the ZooKeeper session: reports disconnections and expiry to
 /// every lock, and opens a new session after an expiry.
 async fn session_task(weak: Weak<Shared>, params: ZkParams) {
+    let mut reported = zk::SessionState::SyncConnected;
     loop {
+        // One watcher per session; its first state() is the state now, so a
+        // change that happened before we looked is not missed.
         let mut watcher = {
             let Some(shared) = weak.upgrade() else { return };
             let Transport::Zk(z) = &shared.transport else { return };
             z.current().state_watcher()
         };
-        let state = watcher.changed().await;
-        let Some(shared) = weak.upgrade() else { return };
-        match state {
-            zk::SessionState::Disconnected => shared.connection(ConnectionEvent::Disconnected),
-            zk::SessionState::SyncConnected => shared.connection(ConnectionEvent::Connected),
-            zk::SessionState::Expired => {
-                shared.connection(ConnectionEvent::SessionExpired);
-                // A new session, retried until it works or the client is dropped.
-                let mut delay = Duration::from_millis(100);
-                loop {
-                    match open_session(&params, false).await {
-                        Ok(client) => {
-                            if let Ok(mut cfg) = shared.base_config.lock() {
-                                cfg.session_timeout = client.session_timeout();
-                            }
-                            if let Transport::Zk(z) = &shared.transport {
-                                *z.client.write().expect("zk client lock") = client;
-                            }
-                            shared.connection(ConnectionEvent::Connected);
-                            break;
-                        }
-                        Err(_) if weak.strong_count() > 1 => {
-                            tokio::time::sleep(delay).await;
-                            delay = (delay * 2).min(Duration::from_secs(5));
-                        }
-                        Err(_) => return,
-                    }
+        let mut state = watcher.state();
+        loop {
+            let Some(shared) = weak.upgrade() else { return };
+            if state != reported {
+                reported = state;
+                match state {
+                    zk::SessionState::Disconnected => shared.connection(ConnectionEvent::Disconnected),
+                    zk::SessionState::SyncConnected => shared.connection(ConnectionEvent::Connected),
+                    _ => {}
                 }
             }
-            zk::SessionState::Closed | zk::SessionState::AuthFailed => return,
-            _ => {}
+            match state {
+                zk::SessionState::Expired => {
+                    shared.connection(ConnectionEvent::SessionExpired);
+                    if !renew_session(&weak, &shared, &params).await {
+                        return;
+                    }
+                    reported = zk::SessionState::SyncConnected;
+                    break;
+                }
+                zk::SessionState::Closed | zk::SessionState::AuthFailed => return,
+                _ => {}
+            }
+            drop(shared);
+            state = watcher.changed().await;
+        }
+    }
+}
+
+/// Opens a new session after an expiry, retrying until it works or the
+/// client is dropped. False if the client is gone.
+async fn renew_session(weak: &Weak<Shared>, shared: &Arc<Shared>, params: &ZkParams) -> bool {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match open_session(params, false).await {
+            Ok(client) => {
+                if let Ok(mut cfg) = shared.base_config.lock() {
+                    cfg.session_timeout = client.session_timeout();
+                }
+                if let Transport::Zk(z) = &shared.transport {
+                    *z.client.write().expect("zk client lock") = client;
+                }
+                shared.connection(ConnectionEvent::Connected);
+                return true;
+            }
+            Err(_) if weak.strong_count() > 1 => {
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(_) => return false,
         }
     }
 }

@@ -344,7 +344,8 @@ impl Shared {
                     }
                     Event::Lost { owner, reason, .. } => {
                         if let Some(h) = entry.holds.remove(&owner) {
-                            let _ = h.lost.send(Some(reason));
+                            // send_replace stores the value even with no receiver subscribed yet.
+                            h.lost.send_replace(Some(reason));
                         }
                     }
                     Event::Released { id } => {

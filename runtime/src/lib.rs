@@ -21,6 +21,8 @@
 mod client;
 mod driver;
 mod error;
+#[doc(hidden)]
+pub mod fault;
 mod lock;
 mod owner;
 mod status;

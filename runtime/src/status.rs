@@ -55,31 +55,39 @@ impl Client {
             Transport::Zk(z) => {
                 let c = z.current();
                 let path = n.zk_path();
-                let children = match c.list_children(&path).await {
-                    Ok(c) => c,
-                    Err(zookeeper_client::Error::NoNode) => Vec::new(),
-                    Err(e) => return Err(Error::Connect { addr: "zookeeper".into(), reason: e.to_string() }),
-                };
-                let sorted = polylock_core::zk::sorted_contenders(children);
-                let Some(first) = sorted.first() else {
-                    return Ok(Status {
-                        held: false,
-                        holder: None,
-                        fencing_token: None,
-                        waiters: Some(0),
-                        ttl_ms: None,
-                    });
-                };
-                match c.get_data(&format!("{path}/{first}")).await {
-                    Ok((data, stat)) => Ok(Status {
-                        held: true,
-                        holder: Some(String::from_utf8_lossy(&data).into_owned()),
-                        fencing_token: Some(stat.czxid as u64),
-                        waiters: Some(sorted.len() - 1),
-                        ttl_ms: None,
-                    }),
-                    Err(e) => Err(Error::Connect { addr: "zookeeper".into(), reason: e.to_string() }),
+                // The first node can vanish between the listing and the read:
+                // list again (bounded; contenders come and go).
+                for _ in 0..10 {
+                    let children = match c.list_children(&path).await {
+                        Ok(c) => c,
+                        Err(zookeeper_client::Error::NoNode) => Vec::new(),
+                        Err(e) => return Err(Error::Connect { addr: "zookeeper".into(), reason: e.to_string() }),
+                    };
+                    let sorted = polylock_core::zk::sorted_contenders(children);
+                    let Some(first) = sorted.first() else {
+                        return Ok(Status {
+                            held: false,
+                            holder: None,
+                            fencing_token: None,
+                            waiters: Some(0),
+                            ttl_ms: None,
+                        });
+                    };
+                    match c.get_data(&format!("{path}/{first}")).await {
+                        Ok((data, stat)) => {
+                            return Ok(Status {
+                                held: true,
+                                holder: Some(String::from_utf8_lossy(&data).into_owned()),
+                                fencing_token: Some(stat.czxid as u64),
+                                waiters: Some(sorted.len() - 1),
+                                ttl_ms: None,
+                            })
+                        }
+                        Err(zookeeper_client::Error::NoNode) => continue,
+                        Err(e) => return Err(Error::Connect { addr: "zookeeper".into(), reason: e.to_string() }),
+                    }
                 }
+                Err(Error::Protocol(format!("{path}: contenders changed too fast to read a status")))
             }
         }
     }

@@ -140,8 +140,8 @@ pub(crate) struct ZkTransport {
     pub(crate) client: RwLock<zk::Client>,
     /// For watch notifications, which arrive long after the reply.
     pub(crate) shared: OnceLock<Weak<Shared>>,
-    /// The connect string, for tests' session takeover.
-    pub(crate) connect: String,
+    /// Tests only: the proxy `debug_expire_session` cuts.
+    pub(crate) fault_proxy: Option<crate::fault::Proxy>,
 }
 
 fn zk_failure(e: zk::Error) -> Reply {

@@ -256,7 +256,7 @@ async fn status_reports_holder_token_and_waiters() {
         let lock = c.lock(&name).unwrap();
         let g = lock.acquire_as(OwnerId(5), None).await.unwrap();
         let ol = other.lock(&name).unwrap();
-        let w = tokio::spawn(async move { ol.acquire().await.map(|g| g.into_token()) });
+        let w = tokio::spawn(async move { ol.acquire_as(OwnerId(6), None).await.map(|g| g.into_token()) });
         let s =
             eventually(Duration::from_secs(3), || async { c.status(&name).await.unwrap().waiters == Some(1) }).await;
         assert!(s, "{backend}: the waiter is not counted");
@@ -267,6 +267,6 @@ async fn status_reports_holder_token_and_waiters() {
         g.release().await.unwrap();
         let t = w.await.unwrap().unwrap();
         assert!(t > st.fencing_token.unwrap());
-        other.lock(&name).unwrap().release_as(polylock::current_owner()).await.ok();
+        other.lock(&name).unwrap().release_as(OwnerId(6)).await.unwrap();
     }
 }

@@ -3,13 +3,10 @@
 
 #![allow(dead_code)]
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use polylock::{Client, ClientOptions};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
 
 pub fn redis_url() -> String {
     std::env::var("POLYLOCK_TEST_REDIS").expect("POLYLOCK_TEST_REDIS: run `eval \"$(scripts/services start)\"` first")
@@ -94,62 +91,24 @@ where
     }
 }
 
-/// A TCP proxy on loopback that can be cut: every connection through it is
-/// closed and new ones are refused until `restore`. A client connected
-/// through it is partitioned from the server while the server stays up.
-pub struct Proxy {
-    pub port: u16,
-    cut: Arc<AtomicBool>,
-    conns: Arc<Mutex<Vec<JoinHandle<()>>>>,
-    accept: JoinHandle<()>,
-}
+/// A cuttable loopback proxy (the runtime's own fault injector).
+pub struct Proxy(polylock::fault::Proxy);
 
 impl Proxy {
     pub async fn start(target: &str) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let cut = Arc::new(AtomicBool::new(false));
-        let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
-        let target = target.to_owned();
-        let (c2, conns2) = (cut.clone(), conns.clone());
-        let accept = tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
-                if c2.load(Ordering::SeqCst) {
-                    drop(inbound);
-                    continue;
-                }
-                let target = target.clone();
-                let h = tokio::spawn(async move {
-                    if let Ok(mut outbound) = TcpStream::connect(&target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                });
-                conns2.lock().unwrap().push(h);
-            }
-        });
-        Proxy { port, cut, conns, accept }
+        Proxy(polylock::fault::Proxy::start(target).await.unwrap())
     }
 
     /// Same URL scheme, through the proxy.
     pub fn url(&self, scheme: &str) -> String {
-        format!("{scheme}://127.0.0.1:{}", self.port)
+        format!("{scheme}://127.0.0.1:{}", self.0.port())
     }
 
     pub fn cut(&self) {
-        self.cut.store(true, Ordering::SeqCst);
-        for h in self.conns.lock().unwrap().drain(..) {
-            h.abort();
-        }
+        self.0.cut();
     }
 
     pub fn restore(&self) {
-        self.cut.store(false, Ordering::SeqCst);
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.cut();
-        self.accept.abort();
+        self.0.restore();
     }
 }
