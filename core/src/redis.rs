@@ -55,29 +55,42 @@ end
 pub static ACQUIRE: Script = Script {
     name: "polylock_acquire",
     source: concat!(
-        "-- polylock acquire v1\n",
-        lua_prelude!(),
+        "-- polylock acquire v2\n",
         r#"
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
 end
+local function grant(now_us)
+  redis.call('HSET', KEYS[1], ARGV[1], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    -- First grant, or the counter was lost (a restart without persistence):
+    -- start from the server's clock in microseconds, above any token this
+    -- name can have had, since no lock is granted twice in a microsecond.
+    if not now_us then
+      local t = redis.call('TIME')
+      now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    redis.call('SET', KEYS[2], now_us)
+  end
+  return {1, redis.call('INCR', KEYS[2])}
+end
+-- Fast path: free and nobody queued (one round trip, no clock read).
+if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[3]) == 0 then
+  return grant(nil)
+end
+"#,
+        lua_prelude!(),
+        r#"
 local first = first_waiter(KEYS[3], KEYS[4])
 if redis.call('EXISTS', KEYS[1]) == 0 then
   if first == nil or first == ARGV[1] then
-    redis.call('HSET', KEYS[1], ARGV[1], 1)
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
     if first ~= nil then
       redis.call('ZREM', KEYS[3], ARGV[1])
       redis.call('ZREM', KEYS[4], ARGV[1])
     end
-    if redis.call('EXISTS', KEYS[2]) == 0 then
-      -- First grant, or the counter was lost (a restart without persistence):
-      -- start from the server's clock in microseconds, above any token this
-      -- name can have had, since no lock is granted twice in a microsecond.
-      redis.call('SET', KEYS[2], now_us)
-    end
-    return {1, redis.call('INCR', KEYS[2])}
+    return grant(now_us)
   end
   if pruned then
     redis.call('PUBLISH', ARGV[5] .. ':' .. first, '0')
@@ -103,17 +116,23 @@ return {0, redis.call('PTTL', KEYS[1])}
 pub static LEAVE: Script = Script {
     name: "polylock_leave",
     source: concat!(
-        "-- polylock leave v1\n",
-        lua_prelude!(),
+        "-- polylock leave v2\n",
         r#"
-local was_first = first_waiter(KEYS[2], KEYS[3]) == ARGV[1]
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
 local held = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
 if held then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], '0')
+  -- Fast path: a holder is never queued; with no queue there is nobody to wake.
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    return 1
+  end
 end
+"#,
+        lua_prelude!(),
+        r#"
+local was_first = (not held) and first_waiter(KEYS[2], KEYS[3]) == ARGV[1]
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
 if (held or was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0 then
   local first = first_waiter(KEYS[2], KEYS[3])
   if first ~= nil then
