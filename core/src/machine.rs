@@ -75,8 +75,9 @@ pub struct LockMachine {
     active: Option<Slot>,
     /// Claims that are only cleaning up (released, cancelled, lost).
     background: Vec<Slot>,
-    /// The owner that lost the lock and has not released yet, with why.
-    lost: Option<(OwnerId, LossReason)>,
+    /// The owner that lost the lock, why, and how many of its holds have
+    /// not been released yet: each of those releases reports the loss.
+    lost: Option<(OwnerId, LossReason, u32)>,
     next_ticket: u64,
     next_release: u64,
     fatal: Option<Error>,
@@ -137,10 +138,11 @@ impl LockMachine {
         format!("{}:{}", self.client_id, owner.0)
     }
 
-    /// True when nothing is held, awaited or being cleaned up, and no output
-    /// is pending: the driver may drop the machine.
+    /// True when nothing is held, awaited or being cleaned up, no output
+    /// is pending and no loss is left to report: the driver may drop the machine.
     pub fn is_idle(&self) -> bool {
-        self.holder.is_none()
+        self.lost.is_none()
+            && self.holder.is_none()
             && self.waiters.is_empty()
             && self.active.is_none()
             && self.background.is_empty()
@@ -162,7 +164,7 @@ impl LockMachine {
     ) -> Result<Ticket, Error> {
         let now = self.clock.observe(now);
         self.usable()?;
-        if self.lost.is_some_and(|(o, _)| o == owner) {
+        if self.lost.is_some_and(|(o, _, _)| o == owner) {
             self.lost = None;
         }
         self.next_ticket += 1;
@@ -189,9 +191,9 @@ impl LockMachine {
     /// lock (the lock stays as it was); [`Error::Lost`] once after a loss.
     pub fn release(&mut self, now: Instant, owner: OwnerId) -> Result<ReleaseProgress, Error> {
         let now = self.clock.observe(now);
-        if let Some((o, reason)) = self.lost {
+        if let Some((o, reason, remaining)) = self.lost {
             if o == owner && !self.is_held_by(owner) {
-                self.lost = None;
+                self.lost = (remaining > 1).then_some((o, reason, remaining - 1));
                 return Err(Error::Lost(reason));
             }
         }
@@ -435,7 +437,7 @@ impl LockMachine {
             }
             Progress::Lost(reason) => {
                 if let Some(h) = self.holder.take() {
-                    self.lost = Some((h.owner, reason));
+                    self.lost = Some((h.owner, reason, h.count));
                     self.events.push_back(Event::Lost { owner: h.owner, token: h.token, reason });
                 }
                 slot.ticket = None;
@@ -472,7 +474,7 @@ impl LockMachine {
     fn fail(&mut self, now: Instant, mut slot: Slot, e: Error) {
         self.fatal = Some(e.clone());
         if let Some(h) = self.holder.take() {
-            self.lost = Some((h.owner, LossReason::Protocol));
+            self.lost = Some((h.owner, LossReason::Protocol, h.count));
             self.events.push_back(Event::Lost { owner: h.owner, token: h.token, reason: LossReason::Protocol });
         }
         for w in std::mem::take(&mut self.waiters) {
@@ -487,10 +489,40 @@ impl LockMachine {
 
 #[cfg(test)]
 mod tests {
+    use crate::*;
+
     /// Drivers share machines across threads.
     #[test]
     fn machine_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<super::LockMachine>();
+    }
+
+    /// Every hold of an owner that lost the lock reports the loss once on
+    /// release; then the owner simply does not hold it, and the machine can go.
+    #[test]
+    fn each_hold_of_a_lost_owner_reports_the_loss() {
+        let name = LockName::new("x").unwrap();
+        let mut m = LockMachine::new(LockConfig::new(Backend::Redis), name, Nonce(1)).unwrap();
+        let t0 = Instant::from_millis(0);
+        let owner = OwnerId(1);
+        m.acquire(t0, owner, AcquireOptions::default(), Nonce(2)).unwrap();
+        let cmd = m.poll_command().unwrap();
+        let granted = Reply::Redis(RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(9)]));
+        m.handle_reply(t0, cmd.id, granted);
+        m.acquire(t0, owner, AcquireOptions::default(), Nonce(3)).unwrap();
+        while m.poll_event().is_some() {}
+        let renew_at = m.poll_timeout().unwrap();
+        m.handle_timeout(renew_at);
+        let renew = m.poll_command().unwrap();
+        m.handle_reply(renew_at, renew.id, Reply::Redis(RedisValue::Int(0)));
+        assert_eq!(
+            m.poll_event(),
+            Some(Event::Lost { owner, token: FencingToken(9), reason: LossReason::RenewalRefused })
+        );
+        assert!(!m.is_idle(), "the loss is not reported to every hold yet");
+        assert_eq!(m.release(renew_at, owner), Err(Error::Lost(LossReason::RenewalRefused)));
+        assert_eq!(m.release(renew_at, owner), Err(Error::Lost(LossReason::RenewalRefused)));
+        assert_eq!(m.release(renew_at, owner), Err(Error::NotHeld));
     }
 }

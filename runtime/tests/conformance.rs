@@ -1,0 +1,232 @@
+//! Runs every scenario of tests/conformance/ through the Rust API, on each
+//! backend the scenario names. The Python, Node and JVM suites run the same
+//! files through theirs.
+
+mod support;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use polylock::{Client, ClientOptions, Error, Lock, LossReason, OwnerId};
+use serde_json::Value;
+use support::*;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+fn outcome(r: &Result<u64, Error>) -> &'static str {
+    match r {
+        Ok(_) => "granted",
+        Err(Error::Timeout(_)) => "timeout",
+        Err(Error::WouldBlock(_)) => "would_block",
+        Err(Error::NotHeld(_)) => "not_held",
+        Err(Error::Lost { .. }) => "lost",
+        Err(Error::InvalidName(_)) => "invalid_name",
+        Err(Error::InvalidUrl { .. }) => "invalid_url",
+        Err(Error::Connect { .. }) => "connect_error",
+        Err(_) => "other_error",
+    }
+}
+
+struct Run {
+    backend: &'static str,
+    url: String,
+    name: String,
+    clients: Vec<Client>,
+    tokens: HashMap<String, u64>,
+    background: HashMap<String, JoinHandle<Result<u64, Error>>>,
+    loss: HashMap<(usize, u64), watch::Receiver<Option<LossReason>>>,
+}
+
+impl Run {
+    fn lock(&self, c: usize) -> Lock {
+        self.clients[c].lock(&self.name).unwrap()
+    }
+
+    fn check_token(&self, step: &Value, token: u64, ctx: &str) {
+        if let Some(k) = step["token_eq"].as_str() {
+            assert_eq!(token, self.tokens[k], "{ctx}: token_eq {k}");
+        }
+        if let Some(k) = step["token_gt"].as_str() {
+            assert!(token > self.tokens[k], "{ctx}: token {token} not > {k}={}", self.tokens[k]);
+        }
+    }
+
+    async fn server_held(&self) -> bool {
+        match self.backend {
+            "redis" => {
+                let mut c = raw_redis(&self.url).await;
+                let n: i64 = redis::cmd("EXISTS").arg(&self.name).query_async(&mut c).await.unwrap();
+                n == 1
+            }
+            _ => !zk_children(&self.url, &self.name).await.is_empty(),
+        }
+    }
+
+    async fn server_clean(&self) -> bool {
+        match self.backend {
+            "redis" => redis_leftovers(&self.url, &self.name).await.is_empty(),
+            _ => zk_children(&self.url, &self.name).await.is_empty(),
+        }
+    }
+}
+
+async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
+    let scenario = sc["name"].as_str().unwrap();
+    let mut opts = ClientOptions { session_timeout: Duration::from_secs(2), debug_faults: true, ..Default::default() };
+    if let Some(ms) = sc["lease_ms"].as_u64() {
+        opts.lease = Duration::from_millis(ms);
+    }
+    let mut clients = Vec::new();
+    for _ in 0..sc["clients"].as_u64().unwrap() {
+        clients.push(client_with(&url, opts.clone()).await);
+    }
+    let mut run = Run {
+        backend,
+        url: url.clone(),
+        name: unique(&format!("conformance-{scenario}")),
+        clients,
+        tokens: HashMap::new(),
+        background: HashMap::new(),
+        loss: HashMap::new(),
+    };
+    for (i, step) in sc["steps"].as_array().unwrap().iter().enumerate() {
+        let ctx = format!("{scenario} on {backend}, step {i} {step}");
+        let op = step["op"].as_str().unwrap();
+        let c = step["client"].as_u64().unwrap_or(0) as usize;
+        let owner = step["owner"].as_u64().unwrap_or(0);
+        let expect = step["expect"].as_str().unwrap_or("");
+        match op {
+            "acquire" => {
+                let timeout = step["timeout_ms"].as_u64().map(Duration::from_millis);
+                let started = Instant::now();
+                let r = match run.lock(c).acquire_as(OwnerId(owner), timeout).await {
+                    Ok(g) => {
+                        run.loss.insert((c, owner), g.loss_watch());
+                        Ok(g.into_token())
+                    }
+                    Err(e) => Err(e),
+                };
+                assert_eq!(outcome(&r), expect, "{ctx}: {r:?}");
+                if let Some(ms) = step["min_elapsed_ms"].as_u64() {
+                    assert!(started.elapsed() >= Duration::from_millis(ms), "{ctx}: gave up early");
+                }
+                if let Ok(t) = r {
+                    run.check_token(step, t, &ctx);
+                    if let Some(k) = step["save_token"].as_str() {
+                        run.tokens.insert(k.to_owned(), t);
+                    }
+                }
+            }
+            "release" => {
+                let r = run.lock(c).release_as(OwnerId(owner)).await.map(|()| 0);
+                let got = if r.is_ok() { "ok" } else { outcome(&r) };
+                assert_eq!(got, expect, "{ctx}: {r:?}");
+            }
+            "start_acquire" => {
+                let lock = run.lock(c);
+                let id = step["id"].as_str().unwrap().to_owned();
+                let h =
+                    tokio::spawn(async move { lock.acquire_as(OwnerId(owner), None).await.map(|g| g.into_token()) });
+                run.background.insert(id, h);
+            }
+            "await" => {
+                let h = run.background.remove(step["id"].as_str().unwrap()).unwrap();
+                let within = Duration::from_millis(step["within_ms"].as_u64().unwrap_or(10_000));
+                let r =
+                    tokio::time::timeout(within, h).await.unwrap_or_else(|_| panic!("{ctx}: still waiting")).unwrap();
+                assert_eq!(outcome(&r), expect, "{ctx}: {r:?}");
+                if let Ok(t) = r {
+                    run.check_token(step, t, &ctx);
+                }
+            }
+            "cancel" => {
+                let h = run.background.remove(step["id"].as_str().unwrap()).unwrap();
+                h.abort();
+                let _ = h.await;
+            }
+            "hold_count" => {
+                let n = run.lock(c).hold_count(OwnerId(owner));
+                assert_eq!(u64::from(n), step["expect_count"].as_u64().unwrap(), "{ctx}");
+            }
+            "server_state" => {
+                assert_eq!(run.server_held().await, expect == "held", "{ctx}");
+            }
+            "server_clean" => {
+                let within = Duration::from_millis(step["within_ms"].as_u64().unwrap_or(3000));
+                let r = &run;
+                assert!(eventually(within, || r.server_clean()).await, "{ctx}: left something on the server");
+            }
+            "expire_lease" => match backend {
+                "redis" => {
+                    let mut raw = raw_redis(&url).await;
+                    let _: i64 = redis::cmd("DEL").arg(&run.name).query_async(&mut raw).await.unwrap();
+                }
+                _ => run.clients[c].debug_expire_session().await.unwrap(),
+            },
+            "await_lost" => {
+                let mut w = run.loss.get(&(c, owner)).expect("await_lost needs a grant").clone();
+                let within = Duration::from_millis(step["within_ms"].as_u64().unwrap_or(10_000));
+                tokio::time::timeout(within, w.wait_for(|v| v.is_some()))
+                    .await
+                    .unwrap_or_else(|_| panic!("{ctx}: loss not reported"))
+                    .unwrap();
+            }
+            "lock_name" => {
+                let name = step["name"].as_str().unwrap();
+                let r = run.clients.first().map(|c| c.lock(name).map(|_| 0));
+                let r = match r {
+                    Some(r) => r,
+                    None => client(&url).await.lock(name).map(|_| 0),
+                };
+                let got = if r.is_ok() { "ok" } else { outcome(&r) };
+                assert_eq!(got, expect, "{ctx}");
+            }
+            "connect" => {
+                let u = step["url"].as_str().unwrap();
+                let within = Duration::from_millis(step["within_ms"].as_u64().unwrap_or(8000));
+                let quick = ClientOptions { connect_timeout: Duration::from_secs(2), ..Default::default() };
+                let r = tokio::time::timeout(within, Client::connect_with(u, quick))
+                    .await
+                    .unwrap_or_else(|_| panic!("{ctx}: connect hung"))
+                    .map(|_| 0);
+                let got = if r.is_ok() { "ok" } else { outcome(&r) };
+                assert_eq!(got, expect, "{ctx}: {r:?}");
+            }
+            "sleep" => tokio::time::sleep(Duration::from_millis(step["ms"].as_u64().unwrap())).await,
+            other => panic!("{ctx}: unknown op {other}"),
+        }
+    }
+    for c in &run.clients {
+        c.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_scenario_on_every_backend() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/conformance");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 20, "expected at least 20 scenarios, found {}", files.len());
+    let mut runs = Vec::new();
+    for f in &files {
+        let sc: Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        for b in sc["backends"].as_array().unwrap() {
+            let (backend, url) = match b.as_str().unwrap() {
+                "redis" | "any" => ("redis", redis_url()),
+                "zookeeper" => ("zookeeper", zk_url()),
+                other => panic!("unknown backend {other}"),
+            };
+            let sc = sc.clone();
+            runs.push(tokio::spawn(async move { run_scenario(&sc, backend, url).await }));
+        }
+    }
+    let n = runs.len();
+    for r in runs {
+        r.await.unwrap();
+    }
+    eprintln!("{n} scenario runs passed");
+}
