@@ -10,6 +10,7 @@
 //! deadlines (renewals, loss, retries), so there is no task or thread per lock.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -69,6 +70,10 @@ pub(crate) struct Shared {
     pub(crate) transport: Transport,
     epoch: std::time::Instant,
     timer_wake: Arc<Notify>,
+    /// When the timer task will wake next by itself (ms since epoch), so a
+    /// new deadline only wakes it early when it must: a grant's renewal,
+    /// seconds away, costs no wake-up on the hot path.
+    timer_sleeps_until: Arc<AtomicU64>,
     pub(crate) handle: tokio::runtime::Handle,
     pub(crate) client_id: Nonce,
     /// The template for new machines (backend, session timeout).
@@ -89,6 +94,7 @@ impl Shared {
             transport,
             epoch: std::time::Instant::now(),
             timer_wake: Arc::new(Notify::new()),
+            timer_sleeps_until: Arc::new(AtomicU64::new(0)),
             handle: tokio::runtime::Handle::current(),
             client_id: os_nonce(),
             base_config: Mutex::new(base),
@@ -368,9 +374,8 @@ impl Shared {
                 inner.timers.remove(&(old, name.to_owned()));
             }
             if let Some(t) = next {
-                let earliest = inner.timers.first().map(|(e, _)| *e);
                 inner.timers.insert((t, name.to_owned()));
-                if earliest.is_none_or(|e| t < e) {
+                if t < self.timer_sleeps_until.load(AtomicOrdering::Acquire) {
                     self.timer_wake.notify_one();
                 }
             }
@@ -458,25 +463,29 @@ impl Drop for HandOff<'_> {
 
 /// One task for every deadline of every lock of a client.
 async fn timer_task(weak: std::sync::Weak<Shared>) {
+    /// The longest nap: a dropped client is noticed within it.
+    const IDLE: Duration = Duration::from_secs(1);
     loop {
         // Hold only a weak reference while asleep, so a dropped client ends this task.
-        let (next, wake, epoch) = {
+        let (wake_at, wake, sleeps_until, epoch) = {
             let Some(shared) = weak.upgrade() else { return };
-            (shared.fire_timers(), shared.timer_wake.clone(), shared.epoch)
+            let next = shared.fire_timers();
+            let idle_until = shared.now().as_millis() + IDLE.as_millis() as u64;
+            let wake_at = next.map_or(idle_until, |n| n.min(idle_until));
+            shared.timer_sleeps_until.store(wake_at, AtomicOrdering::Release);
+            // A deadline armed between fire_timers and the store above is
+            // caught here rather than slept through.
+            let missed = shared.lock_inner().timers.first().is_some_and(|(t, _)| *t < wake_at);
+            if missed {
+                continue;
+            }
+            (wake_at, shared.timer_wake.clone(), shared.timer_sleeps_until.clone(), shared.epoch)
         };
-        let notified = wake.notified();
-        match next {
-            Some(at) => {
-                let deadline = tokio::time::Instant::from_std(epoch + Duration::from_millis(at));
-                tokio::select! {
-                    _ = tokio::time::sleep_until(deadline) => {}
-                    _ = notified => {}
-                }
-            }
-            None => {
-                // Wake now and then to notice a dropped client.
-                let _ = tokio::time::timeout(Duration::from_secs(1), notified).await;
-            }
+        let deadline = tokio::time::Instant::from_std(epoch + Duration::from_millis(wake_at));
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {}
+            _ = wake.notified() => {}
         }
+        sleeps_until.store(0, AtomicOrdering::Release);
     }
 }
