@@ -1,0 +1,116 @@
+// polylock beside redlock and redis-semaphore's Mutex, in one run, on the same
+// Redis: uncontended acquire+release latency, cross-process handoff latency,
+// and the floor (an ioredis PING). Prints a Markdown table, writes it to
+// results.md and the raw percentiles to results.json.
+import { fork } from 'node:child_process'
+import { once } from 'node:events'
+import { writeFileSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
+import Redis from 'ioredis'
+
+import { KINDS, POLL_MS, open } from './impls.mjs'
+
+const REDIS = process.env.POLYLOCK_TEST_REDIS
+const ZK = process.env.POLYLOCK_TEST_ZK
+if (!REDIS) throw new Error('POLYLOCK_TEST_REDIS is not set: eval "$(scripts/services env)" first')
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 200)
+const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000)
+const HANDOFFS = Number(process.env.BENCH_HANDOFFS ?? 100)
+// How long the holder keeps the lock after the waiter said it is about to block.
+const HOLD_MS = 25
+
+const key = (what) => `/polylock-bench/node-${what}-${process.pid}-${Date.now()}`
+const now = () => process.hrtime.bigint()
+const toMs = (ns) => Number(ns) / 1e6
+
+function percentiles(samplesNs) {
+  const s = [...samplesNs].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+  const at = (q) => toMs(s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)])
+  return { n: s.length, p50: at(0.5), p99: at(0.99), min: toMs(s[0]), max: toMs(s[s.length - 1]) }
+}
+
+async function floor() {
+  const redis = new Redis(REDIS)
+  const samples = []
+  for (let i = 0; i < WARMUP + ITERATIONS; i++) {
+    const t = now()
+    await redis.ping()
+    if (i >= WARMUP) samples.push(now() - t)
+  }
+  await redis.quit()
+  return percentiles(samples)
+}
+
+async function uncontended(kind, url) {
+  const impl = await open(kind, url)
+  const k = key(`uncontended-${kind}`)
+  const samples = []
+  for (let i = 0; i < WARMUP + ITERATIONS; i++) {
+    const t = now()
+    await impl.release(await impl.acquire(k))
+    if (i >= WARMUP) samples.push(now() - t)
+  }
+  await impl.close()
+  return percentiles(samples)
+}
+
+async function handoff(kind, url) {
+  const impl = await open(kind, url)
+  const waiter = fork(new URL('./waiter.mjs', import.meta.url), [kind, url])
+  const next = async () => (await once(waiter, 'message'))[0]
+  await next() // ready
+  const k = key(`handoff-${kind}`)
+  const samples = []
+  const warmup = Math.min(10, Math.ceil(HANDOFFS / 10))
+  for (let i = 0; i < warmup + HANDOFFS; i++) {
+    const held = await impl.acquire(k)
+    waiter.send({ cmd: 'wait', key: k })
+    await next() // waiting: it is about to block in acquire()
+    await sleep(HOLD_MS)
+    const releasedAt = now()
+    await impl.release(held)
+    const { acquiredAt } = await next()
+    if (i >= warmup) samples.push(BigInt(acquiredAt) - releasedAt)
+  }
+  waiter.send({ cmd: 'exit' })
+  await once(waiter, 'exit')
+  await impl.close()
+  return percentiles(samples)
+}
+
+const results = { settings: { WARMUP, ITERATIONS, HANDOFFS, HOLD_MS, POLL_MS, redis: REDIS, zk: ZK ?? null }, redis: {}, zookeeper: {} }
+results.floor = await floor()
+for (const kind of KINDS) {
+  results.redis[kind] = { uncontended: await uncontended(kind, REDIS), handoff: await handoff(kind, REDIS) }
+  console.error(`done: ${kind} on redis`)
+}
+if (ZK) {
+  results.zookeeper.polylock = { uncontended: await uncontended('polylock', ZK), handoff: await handoff('polylock', ZK) }
+  console.error('done: polylock on zookeeper')
+}
+
+const f = (ms) => ms.toFixed(3)
+const ratio = (a, b) => `${(a / b).toFixed(2)}x`
+const poly = results.redis.polylock
+const lines = [
+  `Node ${process.version}; ${ITERATIONS} uncontended acquire+release after ${WARMUP} warm-up; ${HANDOFFS} cross-process handoffs`,
+  `(holder releases -> waiter in another process returns, process.hrtime.bigint()); peers poll every ${POLL_MS} ms. Times in ms.`,
+  '',
+  '| backend | implementation | uncontended p50 | uncontended p99 | handoff p50 | handoff p99 | polylock/this uncontended p50 | polylock/this handoff p50 |',
+  '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+]
+for (const kind of KINDS) {
+  const r = results.redis[kind]
+  const ratios = kind === 'polylock' ? ['', ''] : [ratio(poly.uncontended.p50, r.uncontended.p50), ratio(poly.handoff.p50, r.handoff.p50)]
+  lines.push(`| redis | ${kind} | ${f(r.uncontended.p50)} | ${f(r.uncontended.p99)} | ${f(r.handoff.p50)} | ${f(r.handoff.p99)} | ${ratios.join(' | ')} |`)
+}
+if (results.zookeeper.polylock) {
+  const r = results.zookeeper.polylock
+  lines.push(`| zookeeper | polylock | ${f(r.uncontended.p50)} | ${f(r.uncontended.p99)} | ${f(r.handoff.p50)} | ${f(r.handoff.p99)} | | |`)
+}
+lines.push(`| redis | floor: ioredis PING | ${f(results.floor.p50)} | ${f(results.floor.p99)} | | | | |`)
+const table = lines.join('\n') + '\n'
+process.stdout.write(table)
+const here = new URL('.', import.meta.url)
+writeFileSync(new URL('results.md', here), table)
+writeFileSync(new URL('results.json', here), JSON.stringify(results, null, 2) + '\n')

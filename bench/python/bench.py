@@ -1,0 +1,238 @@
+"""polylock against the locks a Python user would pick instead, in one run
+against the same servers: uncontended acquire+release latency, and handoff
+latency (the holder releases; a waiter blocked in another process returns
+from acquire), plus the floor (one round trip to the server).
+
+    python bench/python/bench.py [--iterations 1000] [--handoffs 50]
+
+Needs POLYLOCK_TEST_REDIS and POLYLOCK_TEST_ZK. Writes a Markdown table to
+stdout and bench/python/results.md, raw percentiles to results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Contender:
+    """One library's lock in one process: acquire, release, close."""
+
+    acquire: Callable[[], object]
+    release: Callable[[], object]
+    close: Callable[[], object]
+
+
+def _redis_url() -> str:
+    return os.environ["POLYLOCK_TEST_REDIS"]
+
+
+def _zk_hosts() -> str:
+    return os.environ["POLYLOCK_TEST_ZK"].removeprefix("zk://")
+
+
+def make(lib: str, name: str) -> Contender:
+    """Builds ``lib``'s lock on ``name`` with its own connection, with the
+    library's defaults (polling intervals included: that is what users get)."""
+    if lib in ("polylock-redis", "polylock-zk"):
+        import polylock
+
+        url = _redis_url() if lib == "polylock-redis" else os.environ["POLYLOCK_TEST_ZK"]
+        client = polylock.connect(url)
+        lock = client.lock(name)
+        return Contender(lock.acquire, lock.release, client.close)
+    if lib in ("redis-py", "python-redis-lock", "pottery", "floor-redis"):
+        import redis
+
+        r = redis.Redis.from_url(_redis_url())
+        if lib == "redis-py":
+            rl = r.lock(name, timeout=30)
+            return Contender(rl.acquire, rl.release, r.close)
+        if lib == "python-redis-lock":
+            import redis_lock
+
+            pl = redis_lock.Lock(r, name, expire=30)
+            return Contender(pl.acquire, pl.release, r.close)
+        if lib == "pottery":
+            from pottery import Redlock
+
+            red = Redlock(key=name, masters={r}, auto_release_time=30)
+            return Contender(red.acquire, red.release, r.close)
+        return Contender(r.ping, lambda: None, r.close)
+    if lib in ("kazoo", "floor-zk"):
+        from kazoo.client import KazooClient
+
+        zk = KazooClient(hosts=_zk_hosts())
+        zk.start(timeout=10)
+
+        def stop() -> None:
+            zk.stop()
+            zk.close()
+
+        if lib == "kazoo":
+            kl = zk.Lock(name)
+            return Contender(kl.acquire, kl.release, stop)
+        return Contender(lambda: zk.exists("/"), lambda: None, stop)
+    raise ValueError(f"unknown library {lib!r}")
+
+
+# Each peer with the polylock backend it is compared with.
+LIBRARIES = {
+    "polylock-redis": ("redis", "polylock-redis"),
+    "redis-py": ("redis", "polylock-redis"),
+    "python-redis-lock": ("redis", "polylock-redis"),
+    "pottery": ("redis", "polylock-redis"),
+    "floor-redis": ("redis", "polylock-redis"),
+    "polylock-zk": ("zookeeper", "polylock-zk"),
+    "kazoo": ("zookeeper", "polylock-zk"),
+    "floor-zk": ("zookeeper", "polylock-zk"),
+}
+LABELS = {
+    "floor-redis": "floor: redis-py PING",
+    "floor-zk": "floor: kazoo exists",
+    "pottery": "pottery Redlock",
+    "redis-py": "redis-py Lock",
+    "kazoo": "kazoo Lock",
+}
+
+
+def percentiles(samples_ns: list[int]) -> dict[str, float]:
+    s = sorted(samples_ns)
+
+    def at(q: float) -> float:
+        return round(s[min(len(s) - 1, int(q * len(s)))] / 1000, 1)
+
+    return {"p50": at(0.50), "p99": at(0.99), "n": len(s)}
+
+
+def uncontended(lib: str, name: str, iterations: int, warmup: int) -> dict[str, float]:
+    c = make(lib, name)
+    samples = []
+    for i in range(warmup + iterations):
+        t0 = time.perf_counter_ns()
+        c.acquire()
+        c.release()
+        if i >= warmup:
+            samples.append(time.perf_counter_ns() - t0)
+    c.close()
+    return percentiles(samples)
+
+
+def _waiter(lib: str, name: str, conn: Connection) -> None:
+    """The other process: on "go", block in acquire; report when it returns."""
+    c = make(lib, name)
+    conn.send("ready")
+    while conn.recv() == "go":
+        c.acquire()
+        returned = time.monotonic_ns()  # the same clock as the holder's, same machine
+        conn.send(returned)
+        c.release()
+    c.close()
+
+
+def handoff(lib: str, name: str, rounds: int, warmup: int = 3) -> dict[str, float]:
+    # spawn, not fork: the waiter gets connections of its own, and
+    # zookeeper-client cannot connect in a child forked after its parent did.
+    ctx = multiprocessing.get_context("spawn")
+    mine, theirs = ctx.Pipe()
+    proc = ctx.Process(target=_waiter, args=(lib, name, theirs), daemon=True)
+    proc.start()
+    assert mine.poll(60) and mine.recv() == "ready", f"{lib}: the waiter did not start"
+    c = make(lib, name)
+    samples = []
+    for i in range(warmup + rounds):
+        c.acquire()
+        mine.send("go")
+        time.sleep(0.05)  # the waiter is now blocked in acquire
+        released = time.monotonic_ns()
+        c.release()
+        returned = mine.recv()
+        if i >= warmup:
+            samples.append(returned - released)
+    mine.send("stop")
+    proc.join(30)
+    c.close()
+    return percentiles(samples)
+
+
+def ratio(ours: float, theirs: float) -> str:
+    return f"{ours / theirs:.2f}" if theirs else "-"
+
+
+def table(results: dict[str, dict[str, object]]) -> str:
+    lines = [
+        "| library | backend | uncontended p50 (µs) | p99 | handoff p50 (µs) | p99 "
+        "| polylock/peer uncontended p50 | polylock/peer handoff p50 |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for lib, r in results.items():
+        backend, ref = LIBRARIES[lib]
+        u, h = r["uncontended_us"], r.get("handoff_us")
+        ru, rh = results[ref]["uncontended_us"], results[ref].get("handoff_us")
+        assert isinstance(u, dict) and isinstance(ru, dict)
+        hp50 = f"{h['p50']:.0f}" if isinstance(h, dict) else "-"
+        hp99 = f"{h['p99']:.0f}" if isinstance(h, dict) else "-"
+        peer = lib != ref
+        rhandoff = (
+            ratio(rh["p50"], h["p50"])
+            if peer and isinstance(h, dict) and isinstance(rh, dict)
+            else "-"
+        )
+        lines.append(
+            f"| {LABELS.get(lib, lib)} | {backend} | {u['p50']:.0f} | {u['p99']:.0f} | {hp50} "
+            f"| {hp99} | {ratio(ru['p50'], u['p50']) if peer else '-'} | {rhandoff} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iterations", type=int, default=1000)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--handoffs", type=int, default=50)
+    ap.add_argument("--only", nargs="*", default=list(LIBRARIES))
+    args = ap.parse_args(argv)
+    run = f"{os.getpid()}-{int(time.time())}"
+    results: dict[str, dict[str, object]] = {}
+    for lib in args.only:
+        name = f"/polylock-bench/{lib}-{run}"
+        entry: dict[str, object] = {"backend": LIBRARIES[lib][0]}
+        entry["uncontended_us"] = uncontended(lib, name, args.iterations, args.warmup)
+        if not lib.startswith("floor"):
+            entry["handoff_us"] = handoff(lib, name, args.handoffs)
+        results[lib] = entry
+        print(f"{lib}: {entry}", flush=True)
+    md = table(results)
+    meta = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "iterations": args.iterations,
+        "handoffs": args.handoffs,
+        "redis": _redis_url(),
+        "zookeeper": os.environ["POLYLOCK_TEST_ZK"],
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    print("\n" + md)
+    (HERE / "results.md").write_text(
+        f"Python {meta['python']}, {meta['cpus']} CPUs, loopback servers; "
+        f"{args.iterations} uncontended iterations, {args.handoffs} cross-process handoffs.\n\n"
+        + md
+        + "\n"
+    )
+    (HERE / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+/**
+ * polylock: distributed locks on Redis and ZooKeeper, with fencing tokens,
+ * reentrancy per async context, and a signal that aborts when a lock is lost.
+ * The lock logic is the Rust runtime's; this package binds it with napi-rs.
+ *
+ * @example
+ * ```ts
+ * import { connect } from 'polylock'
+ * const client = await connect('redis://127.0.0.1:6379') // or 'zk://127.0.0.1:2181'
+ * const lock = client.lock('orders/42', { leaseMs: 30_000 })
+ * await lock.withLock(async (guard) => {
+ *   await db.write(order, { fencingToken: guard.fencingToken, signal: guard.signal })
+ * })
+ * await client.close()
+ * ```
+ */
+
+/** Options of {@link connect}. Durations in milliseconds. */
+export interface ConnectOptions {
+  /** How long connecting may take before it fails naming the address. Default 5000. */
+  connectTimeoutMs?: number
+  /** Redis: how long one command may take before it counts as unanswered. Default 5000. */
+  requestTimeoutMs?: number
+  /** ZooKeeper: the session timeout asked of the server (it may clamp it). Default 10000. */
+  sessionTimeoutMs?: number
+  /** Redis: the default lease of this client's locks, renewed every third of it. Default 30000. */
+  leaseMs?: number
+  /** @internal Tests only: route the ZooKeeper connection through a fault proxy. */
+  _debugFaults?: boolean
+}
+
+/**
+ * Connects to one Redis server or ZooKeeper ensemble. URLs:
+ * `redis://[user:pass@]host:port[/db]`, `rediss://...?ca=PATH`,
+ * `zk://[user:pass@]h1:2181,h2:2181[/chroot]`, `zks://...?ca=PATH`.
+ *
+ * @throws {TypeError} a malformed URL (`code: 'ERR_POLYLOCK_INVALID_URL'`) or a non-string.
+ * @throws {RangeError} an out-of-range option.
+ * @throws {ConnectionError} the server is unreachable (the message and `address` name it).
+ */
+export function connect(url: string, options?: ConnectOptions): Promise<Client>
+
+/** Options of {@link Client.lock}. */
+export interface LockOptions {
+  /** Redis: this lock's lease in ms (renewed every third of it). Default: the client's. */
+  leaseMs?: number
+}
+
+/** Options of {@link Lock.acquire} and {@link Lock.withLock}. */
+export interface AcquireOptions {
+  /**
+   * Give up after this many ms with {@link LockTimeoutError}. `0` tries once
+   * without waiting. Absent (or `Infinity`): wait as long as it takes.
+   */
+  timeoutMs?: number
+  /**
+   * Aborting it while waiting rejects with a `DOMException` named
+   * `AbortError` (the signal's reason as `cause`) and leaves nothing on the server.
+   */
+  signal?: AbortSignal
+}
+
+/** A lock as the server sees it (read-only, see {@link Client.status}). */
+export interface LockStatus {
+  /** Held by anyone, in any process. */
+  held: boolean
+  /** The holder's id (Redis: `<client id>:<owner>`; ZooKeeper: the holder node's data). */
+  holder?: string | null
+  /** Redis: the last fencing token issued; ZooKeeper: the holder node's czxid. */
+  fencingToken?: bigint | null
+  /** Contenders waiting, where the backend can tell. */
+  waiters?: number | null
+  /** Redis: ms until the lease expires without renewal. */
+  ttlMs?: number | null
+}
+
+/**
+ * A connection to one Redis server or ZooKeeper ensemble, shared by every
+ * lock made from it. Close it when done: an idle, closed client does not keep
+ * the process alive.
+ */
+export declare class Client implements AsyncDisposable {
+  private constructor()
+  /** `'redis'` or `'zookeeper'`. */
+  readonly backend: 'redis' | 'zookeeper'
+  /** This client's random id (a UUID), as stored on the server. */
+  readonly id: string
+  /**
+   * A handle on the lock `name` (no I/O). Names are `/`-separated paths.
+   * @throws {TypeError} a non-string or invalid name (`code: 'ERR_POLYLOCK_INVALID_NAME'`).
+   * @throws {RangeError} a bad `leaseMs`.
+   * @throws {ClientClosedError} after {@link Client.close}.
+   */
+  lock(name: string, options?: LockOptions): Lock
+  /** Reads who holds `name` right now, from the server. */
+  status(name: string): Promise<LockStatus>
+  /**
+   * Releases every lock this client holds, fails pending acquires with
+   * {@link ClientClosedError}, and waits for the server-side cleanup. Idempotent.
+   */
+  close(): Promise<void>
+  /** Same as {@link Client.close}, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void>
+  /**
+   * @internal Test hook: makes the ZooKeeper server expire this client's
+   * session (needs `connect(url, { _debugFaults: true })`, takes about the
+   * session timeout plus a second); rejects with a RangeError on Redis.
+   */
+  _debugExpireSession(): Promise<void>
+}
+
+/**
+ * One lock name of one client. Reentrant per async context: inside a
+ * {@link Lock.withLock} callback (and everything it awaits or starts), another
+ * `withLock` or `acquire` on the same lock is granted at once and needs its own
+ * release; a concurrent async chain waits. Outside any `withLock`, each
+ * `acquire()` runs as a fresh owner.
+ */
+export declare class Lock {
+  private constructor()
+  /** The lock's name. */
+  readonly name: string
+  /** The client this lock belongs to. */
+  readonly client: Client
+  /** How many holds the current async context has on this lock (0 outside `withLock`). */
+  readonly holdCount: number
+  /** Whether any owner of this client holds the lock. */
+  readonly isHeldLocally: boolean
+  /**
+   * Waits until the lock is granted. Release the guard (or use `await using`).
+   * @throws {LockTimeoutError} `timeoutMs` passed.
+   * @throws {DOMException} named `AbortError` when `signal` aborts.
+   * @throws {ClientClosedError} the client was closed meanwhile.
+   * @throws {TypeError | RangeError} bad options (e.g. a negative `timeoutMs`).
+   */
+  acquire(options?: AcquireOptions): Promise<Guard>
+  /**
+   * Acquires, runs `fn(guard)` with the lock held, and releases, even when
+   * `fn` throws (then `fn`'s error is rethrown). Resolves to `fn`'s result.
+   * @throws {LockLostError} from the release, when the lock was lost while `fn` ran.
+   */
+  withLock<T>(fn: (guard: Guard) => T | PromiseLike<T>, options?: AcquireOptions): Promise<T>
+}
+
+/** One hold of a lock. Release it exactly once. */
+export declare class Guard implements AsyncDisposable {
+  private constructor()
+  /** The lock held. */
+  readonly lock: Lock
+  /**
+   * The grant's fencing token: larger than any earlier grant's of this lock.
+   * Pass it to the resource you protect and have it refuse smaller ones.
+   */
+  readonly fencingToken: bigint
+  /**
+   * Aborts, with a {@link LockLostError} as `reason`, when the lock is lost
+   * while held (lease or session expired). Stop touching the resource then.
+   */
+  readonly signal: AbortSignal
+  /**
+   * Ends this hold and waits for the server.
+   * @throws {LockLostError} the lock was lost while held: the work was not protected.
+   * @throws {NotHeldError} this guard was already released.
+   */
+  release(): Promise<void>
+  /** Releases unless already released, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** Base class of polylock's errors. */
+export declare class LockError extends Error {
+  /** Stable machine-readable code, e.g. `'POLYLOCK_TIMEOUT'`. */
+  code: string
+  /** The lock concerned, when there is one. */
+  lockName?: string
+}
+/** The acquire's `timeoutMs` passed (or `timeoutMs: 0` found the lock held). */
+export declare class LockTimeoutError extends LockError {}
+/** The lock was lost while held. */
+export declare class LockLostError extends LockError {
+  /** Why, as the runtime reported it (e.g. the lease expired). */
+  reason?: string
+}
+/** Release of a hold that is not held (e.g. a guard released twice). */
+export declare class NotHeldError extends LockError {}
+/** The server could not be reached or refused the handshake. */
+export declare class ConnectionError extends LockError {
+  /** The address that failed, e.g. `'127.0.0.1:6379'`. */
+  address?: string
+}
+/** The client was closed. */
+export declare class ClientClosedError extends LockError {}

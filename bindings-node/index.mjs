@@ -1,0 +1,16 @@
+// ESM entry: the same module instance as the CommonJS one (one owner context).
+import polylock from './index.js'
+
+export const {
+  connect,
+  Client,
+  Lock,
+  Guard,
+  LockError,
+  LockTimeoutError,
+  LockLostError,
+  NotHeldError,
+  ConnectionError,
+  ClientClosedError,
+} = polylock
+export default polylock

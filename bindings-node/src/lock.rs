@@ -1,0 +1,103 @@
+//! `NativeLock` (one lock name of one client) and `Canceller`, the native end
+//! of an `AbortSignal`: cancelling drops the runtime's acquire future, which
+//! is cancel-safe (nothing is left on the server, a racing grant is given back).
+
+use napi::bindgen_prelude::PromiseRaw;
+use napi::Env;
+use napi_derive::napi;
+use tokio::sync::watch;
+
+use crate::errors::{millis, tagged, to_napi};
+use crate::guard::NativeGuard;
+
+#[napi]
+pub struct NativeLock {
+    lock: polylock::Lock,
+}
+
+impl NativeLock {
+    pub(crate) fn new(lock: polylock::Lock) -> Self {
+        NativeLock { lock }
+    }
+}
+
+pub(crate) fn owner_id(owner: i64) -> napi::Result<polylock::OwnerId> {
+    u64::try_from(owner)
+        .ok()
+        .filter(|o| *o > 0)
+        .map(polylock::OwnerId)
+        .ok_or_else(|| tagged("InvalidOption", format!("owner id must be a positive integer, got {owner}")))
+}
+
+#[napi]
+impl NativeLock {
+    #[napi(getter)]
+    pub fn name(&self) -> String {
+        self.lock.name().to_owned()
+    }
+
+    /// Acquires for `owner`. `timeout_ms`: absent waits forever, 0 tries once.
+    /// `canceller.cancel()` abandons the wait (the promise rejects `Cancelled`).
+    #[napi]
+    pub fn acquire<'env>(
+        &self,
+        env: &'env Env,
+        owner: i64,
+        timeout_ms: Option<f64>,
+        canceller: &Canceller,
+    ) -> napi::Result<PromiseRaw<'env, NativeGuard>> {
+        let owner = owner_id(owner)?;
+        let timeout = timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
+        let lock = self.lock.clone();
+        let mut cancelled = canceller.receiver();
+        env.spawn_future(async move {
+            tokio::select! {
+                r = lock.acquire_as(owner, timeout) => r.map(|g| NativeGuard::new(lock.clone(), g)).map_err(to_napi),
+                _ = async {
+                    // A dropped canceller (garbage-collected) must not cancel: wait forever then.
+                    if cancelled.wait_for(|c| *c).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                } => Err(to_napi(polylock::Error::Cancelled)),
+            }
+        })
+    }
+
+    /// How many times `owner` holds this lock in this client.
+    #[napi]
+    pub fn hold_count(&self, owner: i64) -> napi::Result<u32> {
+        Ok(self.lock.hold_count(owner_id(owner)?))
+    }
+
+    /// Whether any owner of this client holds the lock.
+    #[napi]
+    pub fn is_held_locally(&self) -> bool {
+        self.lock.is_held_locally()
+    }
+}
+
+/// Cancels the acquire it was passed to; cancelling after the grant does nothing.
+#[napi]
+pub struct Canceller {
+    tx: watch::Sender<bool>,
+}
+
+impl Canceller {
+    fn receiver(&self) -> watch::Receiver<bool> {
+        self.tx.subscribe()
+    }
+}
+
+#[napi]
+impl Canceller {
+    #[napi(constructor)]
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Canceller { tx: watch::channel(false).0 }
+    }
+
+    #[napi]
+    pub fn cancel(&self) {
+        self.tx.send_replace(true);
+    }
+}

@@ -1,0 +1,110 @@
+// Shared test helpers: server URLs from the environment, unique lock names,
+// a raw RESP client (to touch Redis behind polylock's back), and polling.
+import net from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+function requireEnv(name) {
+  const v = process.env[name]
+  if (!v) {
+    throw new Error(`${name} is not set: start the servers and run eval "$(scripts/services env)" first`)
+  }
+  return v
+}
+
+/** [backend, url] for every backend the suite runs against. */
+export function backends() {
+  return [
+    ['redis', requireEnv('POLYLOCK_TEST_REDIS')],
+    ['zookeeper', requireEnv('POLYLOCK_TEST_ZK')],
+  ]
+}
+
+let counter = 0
+/** A lock name no other suite (or run) uses. */
+export function unique(prefix) {
+  counter += 1
+  return `/polylock-test/node-${prefix}-${process.pid}-${counter}-${Date.now()}`
+}
+
+/** Polls `check` until it returns true or `ms` pass; returns the last result. */
+export async function eventually(check, ms = 5000) {
+  const deadline = Date.now() + ms
+  for (;;) {
+    if (await check()) return true
+    if (Date.now() > deadline) return false
+    await sleep(20)
+  }
+}
+
+/** A minimal RESP2 client: enough for DEL, EXISTS, PING (integer, status and bulk replies). */
+export async function rawRedis(url) {
+  const { hostname, port } = new URL(url)
+  const socket = net.connect({ host: hostname, port: Number(port) })
+  await new Promise((resolve, reject) => {
+    socket.once('connect', resolve)
+    socket.once('error', reject)
+  })
+  let buffer = ''
+  const waiting = []
+  socket.setEncoding('utf8')
+  socket.on('data', (chunk) => {
+    buffer += chunk
+    for (;;) {
+      const end = buffer.indexOf('\r\n')
+      if (end < 0 || waiting.length === 0) return
+      const line = buffer.slice(0, end)
+      if (line[0] === '$') {
+        const len = Number(line.slice(1))
+        if (len < 0) {
+          buffer = buffer.slice(end + 2)
+          waiting.shift().resolve(null)
+          continue
+        }
+        if (buffer.length < end + 2 + len + 2) return
+        const value = buffer.slice(end + 2, end + 2 + len)
+        buffer = buffer.slice(end + 2 + len + 2)
+        waiting.shift().resolve(value)
+        continue
+      }
+      buffer = buffer.slice(end + 2)
+      const w = waiting.shift()
+      if (line[0] === '-') w.reject(new Error(line.slice(1)))
+      else if (line[0] === ':') w.resolve(Number(line.slice(1)))
+      else w.resolve(line.slice(1))
+    }
+  })
+  return {
+    command(...args) {
+      return new Promise((resolve, reject) => {
+        waiting.push({ resolve, reject })
+        socket.write(`*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(String(a))}\r\n${a}\r\n`).join('')}`)
+      })
+    },
+    close() {
+      socket.end()
+    },
+  }
+}
+
+/** Redis keys polylock keeps for `name` that still exist. */
+export async function redisLeftovers(url, name) {
+  const raw = await rawRedis(url)
+  try {
+    const left = []
+    for (const key of [name, `polylock_queue:{${name}}`, `polylock_queue_deadline:{${name}}`]) {
+      if ((await raw.command('EXISTS', key)) > 0) left.push(key)
+    }
+    return left
+  } finally {
+    raw.close()
+  }
+}
+
+/** True once the server shows `name` free with no waiter (and, on Redis, no key left). */
+export async function serverIsClean(client, backend, url, name) {
+  return eventually(async () => {
+    const s = await client.status(name)
+    if (s.held || (s.waiters ?? 0) > 0) return false
+    return backend !== 'redis' || (await redisLeftovers(url, name)).length === 0
+  })
+}

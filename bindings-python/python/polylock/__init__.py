@@ -1,0 +1,31 @@
+"""polylock: distributed locks on Redis and ZooKeeper.
+
+import polylock
+with polylock.connect("redis://127.0.0.1:6379") as client:
+    with client.lock("orders/42") as lock:
+        write(order, fencing_token=lock.fencing_token)
+"""
+
+from ._client import Client, LockStatus, connect
+from ._errors import (
+    ClientClosedError,
+    LockConnectionError,
+    LockError,
+    LockLostError,
+    LockTimeout,
+    NotHeldError,
+)
+from ._lock import Lock
+
+__all__ = [
+    "Client",
+    "ClientClosedError",
+    "Lock",
+    "LockConnectionError",
+    "LockError",
+    "LockLostError",
+    "LockStatus",
+    "LockTimeout",
+    "NotHeldError",
+    "connect",
+]

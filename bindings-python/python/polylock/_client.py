@@ -1,0 +1,108 @@
+"""``connect`` and ``Client``."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Callable, NamedTuple
+
+from . import _native, _options
+from ._lock import Lock
+
+
+class LockStatus(NamedTuple):
+    """A lock as the server sees it."""
+
+    held: bool
+    holder: str | None
+    fencing_token: int | None
+    waiters: int | None
+    ttl_ms: int | None
+
+
+def connect(
+    url: str,
+    *,
+    connect_timeout: float = 5.0,
+    request_timeout: float = 5.0,
+    session_timeout: float = 10.0,
+    lease: float = 30.0,
+    _debug_faults: bool = False,
+) -> Client:
+    """Connects to ``redis://[user:pass@]host:port[/db]``, ``rediss://...?ca=PATH``,
+    ``zk://[user:pass@]h1:2181,h2:2181[/chroot]`` or ``zks://...?ca=PATH``.
+    Times in seconds: ``connect_timeout`` bounds the connect,
+    ``request_timeout`` one Redis command, ``session_timeout`` is the
+    ZooKeeper session, ``lease`` the default Redis lease (renewed every third
+    of it). Raises LockConnectionError (a ConnectionError) naming the address
+    if the server cannot be reached, ValueError for a bad URL or option."""
+    native = _native.connect(
+        _options.url(url),
+        _options.positive_seconds("connect_timeout", connect_timeout),
+        _options.positive_seconds("request_timeout", request_timeout),
+        _options.positive_seconds("session_timeout", session_timeout),
+        _options.positive_seconds("lease", lease),
+        _debug_faults,
+    )
+    return Client(native)
+
+
+class Client:
+    """A connection to one Redis server or ZooKeeper ensemble, shared by
+    every lock made from it. Usable as a context manager (closes on exit).
+    Not usable in a child process after ``os.fork()``: connect again there."""
+
+    def __init__(self, native: _native.Client) -> None:
+        self._native = native
+
+    @property
+    def backend(self) -> str:
+        """``"redis"`` or ``"zookeeper"``."""
+        return self._native.backend
+
+    @property
+    def id(self) -> str:
+        """This client's id, as written in Redis hash fields and ZooKeeper node data."""
+        return self._native.id
+
+    def lock(
+        self,
+        name: str,
+        *,
+        lease: float | None = None,
+        on_lost: Callable[[str], object] | None = None,
+    ) -> Lock:
+        """A handle on the lock ``name`` (no I/O). ``lease`` (Redis, seconds)
+        overrides the client's. ``on_lost(reason)`` is called from a
+        background thread if a hold is lost; its exceptions are printed."""
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
+        seconds = None if lease is None else _options.positive_seconds("lease", lease)
+        return Lock(self._native.lock(_options.lock_name(name), seconds, on_lost))
+
+    def status(self, name: str) -> LockStatus:
+        """Who holds ``name`` right now, as the server sees it (read-only)."""
+        return LockStatus(*self._native.status(_options.lock_name(name)))
+
+    def close(self) -> None:
+        """Releases every held lock and fails pending acquires; later calls
+        raise ClientClosedError."""
+        self._native.close()
+
+    def _debug_expire_session(self) -> None:
+        """Tests only: make ZooKeeper expire this client's session (needs
+        ``connect(..., _debug_faults=True)``; takes the session timeout)."""
+        self._native.debug_expire_session()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<polylock.Client {self.backend} {self.id}>"

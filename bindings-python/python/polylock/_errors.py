@@ -1,0 +1,40 @@
+"""The exceptions polylock raises. The native module instantiates these
+classes by name, so keep the constructors' signatures in step with
+``src/errors.rs``."""
+
+from __future__ import annotations
+
+
+class LockError(Exception):
+    """Base class of every polylock failure (bad arguments aside: those are
+    ``ValueError`` or ``TypeError``)."""
+
+
+class LockTimeout(LockError, TimeoutError):
+    """An asynchronous acquire was not granted within its timeout."""
+
+
+class LockLostError(LockError):
+    """The lock was lost while held (lease expired, session expired): the
+    code that ran under it was not protected."""
+
+    def __init__(self, message: str, name: str | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.reason = reason
+
+
+class NotHeldError(LockError, RuntimeError):
+    """Release by a thread or task that does not hold the lock."""
+
+
+class LockConnectionError(LockError, ConnectionError):
+    """The server could not be reached; ``address`` says which."""
+
+    def __init__(self, message: str, address: str | None = None) -> None:
+        super().__init__(message)
+        self.address = address
+
+
+class ClientClosedError(LockError):
+    """The client was closed."""

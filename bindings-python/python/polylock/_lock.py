@@ -1,0 +1,157 @@
+"""``Lock``: a distributed lock with the manners of ``threading.RLock``
+(blocking, reentrant per thread) and of ``asyncio.Lock`` (reentrant per
+task)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import TracebackType
+from typing import Callable, TypeVar
+
+from . import _native, _options
+from ._errors import LockLostError
+from ._owners import current_task, task_owner, thread_owner
+
+_T = TypeVar("_T")
+
+
+class Lock:
+    """A handle on one lock name of a :class:`polylock.Client`. Make it with
+    ``client.lock(name)``. Handles of the same client and name share their
+    holds: a thread may acquire through one and release through another."""
+
+    def __init__(self, native: _native.Lock) -> None:
+        self._native = native
+
+    @property
+    def name(self) -> str:
+        return self._native.name
+
+    def __repr__(self) -> str:
+        return f"<polylock.Lock {self.name!r}>"
+
+    # ---- blocking API: the owner is the calling thread ----------------
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """As ``threading.Lock.acquire``: True once held, False if not
+        granted (``blocking=False``, or ``timeout`` seconds passed; -1 waits
+        forever). Releases the GIL while waiting; Ctrl-C interrupts it and
+        leaves nothing behind on the server."""
+        seconds = _options.threading_timeout(blocking, timeout)
+        return self._native.acquire(thread_owner(), seconds)
+
+    def release(self) -> None:
+        """Ends the calling thread's newest hold. NotHeldError if it holds
+        none; LockLostError if that hold was lost."""
+        self._native.release(thread_owner())
+
+    def locked(self) -> bool:
+        """Held by anyone: an owner of this client (no I/O), or else any
+        process, as the server reports it."""
+        return self._native.locked()
+
+    def __enter__(self) -> Lock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            self.release()
+        except LockLostError:
+            if not self._reported(exc):
+                raise
+
+    # ---- asyncio API: the owner is the current task -------------------
+
+    async def acquire_async(self, timeout: float | None = None) -> bool:
+        """Waits until the current task holds the lock and returns True.
+        ``timeout``: None waits forever, 0 tries once; LockTimeout when it
+        passes. Cancelling the task cancels the acquire (nothing is left on
+        the server)."""
+        seconds = _options.async_timeout(timeout)
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bool] = loop.create_future()
+        op = self._native.acquire_async(
+            task_owner(current_task()), seconds, _settle_from_thread(loop, done)
+        )
+        try:
+            return await done
+        except BaseException:
+            op.cancel()  # also gives back a grant that raced the cancellation
+            raise
+
+    async def release_async(self) -> None:
+        """Ends the current task's newest hold and waits for the server."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._native.release_async(task_owner(current_task()), _settle_from_thread(loop, done))
+        await done
+
+    async def __aenter__(self) -> Lock:
+        await self.acquire_async()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self.release_async()
+        except LockLostError:
+            if not self._reported(exc):
+                raise
+
+    # ---- state of the caller's holds ----------------------------------
+
+    @property
+    def held(self) -> bool:
+        """True while the calling thread, or the current asyncio task,
+        holds the lock; False once released or lost."""
+        if self._native.held(thread_owner()):
+            return True
+        task = current_task()
+        return task is not None and self._native.held(task_owner(task))
+
+    @property
+    def fencing_token(self) -> int:
+        """The fencing token of the caller's (task's, else thread's) newest
+        hold. NotHeldError if none; LockLostError if it was lost."""
+        task = current_task()
+        if task is not None:
+            owner = task_owner(task)
+            if self._native.held(owner) or not self._native.held(thread_owner()):
+                return self._native.fencing_token(owner)
+        return self._native.fencing_token(thread_owner())
+
+    def _reported(self, exc: BaseException | None) -> bool:
+        """Is ``exc`` this lock's loss, already raised by an inner
+        (reentrant) block? Then the outer block lets it through as it is."""
+        return isinstance(exc, LockLostError) and exc.name == self.name
+
+
+def _settle_from_thread(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[_T]
+) -> Callable[[object, BaseException | None], None]:
+    """A callback for the native side (called from a runtime thread) that
+    completes ``future`` on its event loop."""
+
+    def done(value: object, error: BaseException | None) -> None:
+        loop.call_soon_threadsafe(_settle, future, value, error)
+
+    return done
+
+
+def _settle(future: asyncio.Future[_T], value: object, error: BaseException | None) -> None:
+    if future.done():  # cancelled meanwhile
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)  # type: ignore[arg-type]

@@ -1,0 +1,58 @@
+"""Checks of user-supplied arguments, so a mistake raises ValueError or
+TypeError naming the argument before anything reaches the server."""
+
+from __future__ import annotations
+
+import math
+
+
+def positive_seconds(what: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{what} must be a positive, finite number of seconds, got {value!r}")
+    return seconds
+
+
+def lock_name(name: object) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"lock name must be a str, not {type(name).__name__}")
+    return name
+
+
+def url(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"connection URL must be a str, not {type(value).__name__}")
+    return value
+
+
+def threading_timeout(blocking: object, timeout: object) -> float | None:
+    """``threading.Lock.acquire``'s arguments as the native timeout: None
+    waits forever, 0.0 tries once."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number, not {type(timeout).__name__}")
+    if not blocking:
+        if timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        return 0.0
+    if timeout == -1 or timeout == math.inf:
+        return None
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(
+            f"timeout value must be a non-negative number or -1 (wait forever), got {timeout!r}"
+        )
+    return float(timeout)
+
+
+def async_timeout(timeout: object) -> float | None:
+    """``acquire_async``'s timeout: None waits forever, 0 tries once."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
+    if math.isnan(timeout) or timeout < 0:
+        raise ValueError(
+            f"timeout must be a non-negative number or None (wait forever), got {timeout!r}"
+        )
+    return None if timeout == math.inf else float(timeout)

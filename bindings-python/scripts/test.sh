@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The Python package's test entry point: venv, native build, stub check,
+# lint, type check, and pytest against the real servers (both backends).
+#
+#   bindings-python/scripts/test.sh [pytest args...]
+#
+# Needs the servers (scripts/services start); reads POLYLOCK_TEST_REDIS and
+# POLYLOCK_TEST_ZK, or asks scripts/services env for them. Idempotent: the
+# venv (POLYLOCK_VENV, default /tmp/polylock-venv) and the cargo target dir
+# (the workspace's) are reused.
+set -euo pipefail
+
+pkg="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo="$(cd "$pkg/.." && pwd)"
+venv="${POLYLOCK_VENV:-/tmp/polylock-venv}"
+
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "venv $venv"
+[[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+# shellcheck disable=SC1091
+source "$venv/bin/activate"
+python -m pip install -q --disable-pip-version-check \
+    'maturin>=1.5,<2' pytest pytest-timeout mypy ruff redis kazoo
+
+if [[ -z "${POLYLOCK_TEST_REDIS:-}" || -z "${POLYLOCK_TEST_ZK:-}" ]]; then
+    eval "$("$repo/scripts/services" env)"
+fi
+: "${POLYLOCK_TEST_REDIS:?not set: run scripts/services start}"
+: "${POLYLOCK_TEST_ZK:?not set: run scripts/services start}"
+
+step "build (maturin develop --release, shared target dir)"
+cd "$pkg"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
+maturin develop --release --quiet
+
+step "stubtest"
+python -m mypy.stubtest polylock._native
+
+step "ruff + mypy"
+ruff check python tests "$repo/bench/python"
+ruff format --check python tests "$repo/bench/python"
+mypy --strict python/polylock
+
+step "pytest"
+python -m pytest -q --timeout 300 -p no:cacheprovider tests "$@"

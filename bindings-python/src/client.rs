@@ -1,0 +1,127 @@
+//! `Client`: a connection to Redis or ZooKeeper, made with the GIL released.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use polylock::{ClientOptions, LockOptions};
+use pyo3::prelude::*;
+
+use crate::errors::{lock_error, seconds, to_py};
+use crate::holds::HoldsByName;
+use crate::lock::{Lock, LockInner};
+use crate::process::ProcessBound;
+use crate::runtime::{wait, OnInterrupt};
+
+pub(crate) struct ClientInner {
+    pub(crate) client: polylock::Client,
+    holds: HoldsByName,
+}
+
+#[pyclass(frozen, module = "polylock._native")]
+pub(crate) struct Client {
+    inner: ProcessBound<Arc<ClientInner>>,
+}
+
+fn required(what: &str, value: f64) -> PyResult<std::time::Duration> {
+    Ok(seconds(what, Some(value))?.expect("Some in, Some out"))
+}
+
+/// Connects (blocking, interruptible). Times are in seconds. `debug_faults`
+/// (tests only) lets `debug_expire_session` cut a ZooKeeper connection.
+#[pyfunction]
+#[pyo3(signature = (url, connect_timeout, request_timeout, session_timeout, lease, debug_faults=false))]
+pub(crate) fn connect(
+    py: Python<'_>,
+    url: String,
+    connect_timeout: f64,
+    request_timeout: f64,
+    session_timeout: f64,
+    lease: f64,
+    debug_faults: bool,
+) -> PyResult<Client> {
+    refuse_zookeeper_after_fork(&url)?;
+    let opts = ClientOptions {
+        connect_timeout: required("connect_timeout", connect_timeout)?,
+        request_timeout: required("request_timeout", request_timeout)?,
+        session_timeout: required("session_timeout", session_timeout)?,
+        lease: required("lease", lease)?,
+        debug_faults,
+    };
+    let client = wait(py, OnInterrupt::Abort, async move { polylock::Client::connect_with(&url, opts).await })?
+        .map_err(to_py)?;
+    Ok(Client { inner: ProcessBound::new(Arc::new(ClientInner { client, holds: HoldsByName::default() })) })
+}
+
+/// The pid that first connected to ZooKeeper (0: none yet).
+static ZOOKEEPER_USER: AtomicU32 = AtomicU32::new(0);
+
+/// zookeeper-client does its network I/O on async-io's process-global
+/// reactor (an epoll fd and a driver thread, made once). A forked child
+/// inherits the parent's epoll fd but not the thread, so its ZooKeeper
+/// connections would never see an event; refuse clearly instead.
+fn refuse_zookeeper_after_fork(url: &str) -> PyResult<()> {
+    if !(url.starts_with("zk://") || url.starts_with("zks://")) {
+        return Ok(());
+    }
+    let me = std::process::id();
+    match ZOOKEEPER_USER.compare_exchange(0, me, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => Ok(()),
+        Err(first) if first == me => Ok(()),
+        Err(first) => Err(lock_error(format!(
+            "cannot connect to ZooKeeper in a process forked after its parent (pid {first}) used \
+             ZooKeeper: the ZooKeeper client's I/O reactor does not survive fork; start this process \
+             with multiprocessing's 'spawn' method, or fork before connecting"
+        ))),
+    }
+}
+
+#[pymethods]
+impl Client {
+    /// "redis" or "zookeeper".
+    #[getter]
+    fn backend(&self) -> PyResult<String> {
+        Ok(match self.inner.get()?.client.backend() {
+            polylock::Backend::Redis => "redis".to_owned(),
+            _ => "zookeeper".to_owned(),
+        })
+    }
+
+    /// This client's id, as in its Redis hash fields and ZooKeeper node data.
+    #[getter]
+    fn id(&self) -> PyResult<String> {
+        Ok(self.inner.get()?.client.id())
+    }
+
+    /// A lock handle. No I/O; validates the name and lease.
+    #[pyo3(signature = (name, lease, on_lost))]
+    fn lock(&self, name: &str, lease: Option<f64>, on_lost: Option<Py<PyAny>>) -> PyResult<Lock> {
+        let inner = self.inner.get()?;
+        let lock = inner.client.lock_with(name, LockOptions { lease: seconds("lease", lease)? }).map_err(to_py)?;
+        let holds = inner.holds.for_name(name);
+        Ok(Lock::new(LockInner::new(inner.client.clone(), lock, holds, on_lost)))
+    }
+
+    /// The lock as the server sees it: (held, holder, fencing_token, waiters, ttl_ms).
+    #[allow(clippy::type_complexity)]
+    fn status(
+        &self,
+        py: Python<'_>,
+        name: String,
+    ) -> PyResult<(bool, Option<String>, Option<u64>, Option<usize>, Option<i64>)> {
+        let client = self.inner.get()?.client.clone();
+        let s = wait(py, OnInterrupt::Abort, async move { client.status(&name).await })?.map_err(to_py)?;
+        Ok((s.held, s.holder, s.fencing_token, s.waiters, s.ttl_ms))
+    }
+
+    /// Releases held locks, fails pending acquires; later calls fail.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let client = self.inner.get()?.client.clone();
+        wait(py, OnInterrupt::Detach, async move { client.close().await })
+    }
+
+    /// Test hook: expire the ZooKeeper session from the server side.
+    fn debug_expire_session(&self, py: Python<'_>) -> PyResult<()> {
+        let client = self.inner.get()?.client.clone();
+        wait(py, OnInterrupt::Abort, async move { client.debug_expire_session().await })?.map_err(to_py)
+    }
+}

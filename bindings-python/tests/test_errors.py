@@ -1,0 +1,98 @@
+"""Bad input gives a clear, typed error before anything reaches the server;
+an unreachable server gives a ConnectionError naming the address."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+import polylock
+import pytest
+from conftest import redis_url, unique, zk_url
+
+BAD_LOCKS: list[tuple[str, Callable[[polylock.Client], Any], type[Exception], str]] = [
+    ("empty name", lambda c: c.lock(""), ValueError, "empty"),
+    ("None name", lambda c: c.lock(None), TypeError, "NoneType"),  # type: ignore[arg-type]
+    ("int name", lambda c: c.lock(42), TypeError, "int"),  # type: ignore[arg-type]
+    ("2 KiB name", lambda c: c.lock("x" * 2048), ValueError, "limit"),
+    ("negative lease", lambda c: c.lock("a", lease=-1), ValueError, "lease"),
+    ("zero lease", lambda c: c.lock("a", lease=0), ValueError, "lease"),
+    ("str lease", lambda c: c.lock("a", lease="1"), TypeError, "lease"),  # type: ignore[arg-type]
+    ("callback", lambda c: c.lock("a", on_lost=5), TypeError, "on_lost"),  # type: ignore[arg-type]
+    ("timeout -5", lambda c: c.lock(unique("t")).acquire(timeout=-5), ValueError, "timeout"),
+    ("nan", lambda c: c.lock(unique("t")).acquire(timeout=float("nan")), ValueError, "timeout"),
+    (
+        "timeout, non-blocking",
+        lambda c: c.lock(unique("t")).acquire(blocking=False, timeout=1),
+        ValueError,
+        "non-blocking",
+    ),
+    ("str timeout", lambda c: c.lock(unique("t")).acquire(timeout="1"), TypeError, "timeout"),  # type: ignore[arg-type]
+    (
+        "async timeout -1",
+        lambda c: asyncio.run(c.lock(unique("t")).acquire_async(timeout=-1)),
+        ValueError,
+        "timeout",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "call", "error", "says"), BAD_LOCKS, ids=[b[0] for b in BAD_LOCKS]
+)
+def test_bad_lock_arguments(
+    client: polylock.Client,
+    case: str,
+    call: Callable[[polylock.Client], Any],
+    error: type[Exception],
+    says: str,
+) -> None:
+    with pytest.raises(error) as caught:
+        call(client)
+    assert says in str(caught.value), f"{case}: {caught.value}"
+
+
+BAD_CONNECTS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
+    ("no scheme", lambda: polylock.connect("localhost:6379"), ValueError, "URL"),
+    ("http", lambda: polylock.connect("http://h"), ValueError, "URL"),
+    ("bad port", lambda: polylock.connect("redis://h:port"), ValueError, "URL"),
+    ("empty zk host", lambda: polylock.connect("zk://a:1,,b:2"), ValueError, "URL"),
+    ("None url", lambda: polylock.connect(None), TypeError, "str"),  # type: ignore[arg-type]
+    ("negative lease", lambda: polylock.connect(redis_url(), lease=-1), ValueError, "lease"),
+    (
+        "zero timeout",
+        lambda: polylock.connect(redis_url(), connect_timeout=0),
+        ValueError,
+        "connect_timeout",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "call", "error", "says"), BAD_CONNECTS, ids=[b[0] for b in BAD_CONNECTS]
+)
+def test_bad_connect_arguments(
+    case: str, call: Callable[[], Any], error: type[Exception], says: str
+) -> None:
+    with pytest.raises(error) as caught:
+        call()
+    assert says in str(caught.value), f"{case}: {caught.value}"
+
+
+@pytest.mark.parametrize("scheme", ["redis", "zk"])
+def test_unreachable_port_is_a_connection_error_naming_the_address(scheme: str) -> None:
+    with pytest.raises(polylock.LockConnectionError) as caught:
+        polylock.connect(f"{scheme}://127.0.0.1:1", connect_timeout=1)
+    assert isinstance(caught.value, ConnectionError)
+    assert isinstance(caught.value, polylock.LockError)
+    assert "127.0.0.1:1" in str(caught.value)
+    assert caught.value.address == "127.0.0.1:1"
+
+
+def test_expire_session_is_refused_on_redis() -> None:
+    with polylock.connect(redis_url()) as c, pytest.raises(ValueError, match="ZooKeeper"):
+        c._debug_expire_session()
+
+
+def test_urls_are_read() -> None:
+    assert zk_url().startswith("zk://")
