@@ -61,23 +61,16 @@ impl Lock {
             Some(d) => AcquireOptions { no_wait: false, deadline: Some(self.shared.deadline_after(d)) },
         };
         let (ticket, rx, started) = self.shared.acquire(&self.name, self.lease, owner, opts)?;
+        // Owns the receiver for the whole wait, so that if this future is
+        // dropped mid-wait its Drop sees the acquire as pending and cancels it.
         let mut pending = PendingAcquire { lock: self, owner, ticket, rx: Some(rx) };
-        let mut rx = pending.rx.take().expect("just set");
-        let outcome = self.shared.drive_until(started, &mut rx).await;
-        pending.rx = Some(rx);
+        let rx = pending.rx.as_mut().expect("just set");
+        let outcome = self.shared.drive_until(started, rx).await;
+        pending.rx = None; // answered: nothing to cancel
         match outcome {
-            Some(Ok(grant)) => {
-                pending.rx = None;
-                Ok(Guard::new(self.clone(), owner, grant))
-            }
-            Some(Err(e)) => {
-                pending.rx = None;
-                Err(Error::from_core(self.name(), e))
-            }
-            None => {
-                pending.rx = None;
-                Err(Error::Closed)
-            }
+            Some(Ok(grant)) => Ok(Guard::new(self.clone(), owner, grant)),
+            Some(Err(e)) => Err(Error::from_core(self.name(), e)),
+            None => Err(Error::Closed),
         }
     }
 

@@ -62,6 +62,17 @@ impl Run {
         }
     }
 
+    async fn server_waiters(&self) -> u64 {
+        match self.backend {
+            "redis" => {
+                let mut c = raw_redis(&self.url).await;
+                let q = format!("polylock_queue:{{{}}}", self.name);
+                redis::cmd("ZCARD").arg(q).query_async(&mut c).await.unwrap()
+            }
+            _ => zk_children(&self.url, &self.name).await.len().saturating_sub(1) as u64,
+        }
+    }
+
     async fn server_clean(&self) -> bool {
         match self.backend {
             "redis" => redis_leftovers(&self.url, &self.name).await.is_empty(),
@@ -155,6 +166,13 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
                 let within = Duration::from_millis(step["within_ms"].as_u64().unwrap_or(3000));
                 let r = &run;
                 assert!(eventually(within, || r.server_clean()).await, "{ctx}: left something on the server");
+            }
+            "server_waiters" => {
+                let want = step["expect_count"].as_u64().unwrap();
+                let within = Duration::from_millis(step["within_ms"].as_u64().unwrap_or(3000));
+                let r = &run;
+                let ok = eventually(within, || async move { r.server_waiters().await == want }).await;
+                assert!(ok, "{ctx}: {} waiters on the server", run.server_waiters().await);
             }
             "expire_lease" => match backend {
                 "redis" => {
