@@ -1,0 +1,294 @@
+package io.polylock.bench;
+
+import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.TimeUnit;
+
+import io.polylock.DistributedLock;
+import io.polylock.LockClient;
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.retry.RetryOneTime;
+import org.apache.zookeeper.Watcher;
+import org.apache.zookeeper.ZooKeeper;
+import org.redisson.Redisson;
+import org.redisson.api.RLock;
+import org.redisson.api.RedissonClient;
+import org.redisson.config.Config;
+import redis.clients.jedis.Jedis;
+
+/**
+ * polylock against Curator (ZooKeeper) and Redisson (Redis), and the floors:
+ * one ZooKeeper {@code exists}, one Redis {@code PING}. Uncontended
+ * lock+unlock latency, and handoff latency (the holder's unlock until a
+ * waiter blocked in lock() on another client and another thread of this JVM
+ * returns). Latencies in microseconds.
+ */
+public final class Bench {
+    static final int WARMUP = 300;
+    static final int ITERATIONS = 2000;
+    static final int HANDOFF_WARMUP = 20;
+    static final int HANDOFFS = 200;
+
+    /** A lock as the harness drives it: one thread calls lock/unlock. */
+    interface Locker {
+        void lock() throws Exception;
+
+        void unlock() throws Exception;
+    }
+
+    interface Op {
+        void run() throws Exception;
+    }
+
+    record Row(String operation, String system, double p50, double p99, int n) {}
+
+    public static void main(String[] args) throws Exception {
+        Path out = Path.of(args.length > 0 ? args[0] : ".");
+        String redisUrl = env("POLYLOCK_TEST_REDIS");
+        String zkUrl = env("POLYLOCK_TEST_ZK");
+        String zkConnect = zkUrl.replaceFirst("^zk://", "");
+        URI redis = URI.create(redisUrl);
+        String run = "bench-" + ProcessHandle.current().pid() + "-" + System.nanoTime();
+        List<Row> rows = new ArrayList<>();
+
+        // ---- ZooKeeper ----
+        ZooKeeper zk = plainZk(zkConnect);
+        rows.add(measure("floor: 1 round trip", "ZooKeeper exists", () -> zk.exists("/", false)));
+        try (LockClient a = LockClient.connect(zkUrl); LockClient b = LockClient.connect(zkUrl)) {
+            String name = "/" + run + "-zk";
+            rows.add(uncontended("polylock (zk)", polylock(a, name)));
+            rows.add(handoff("polylock (zk)", polylock(a, name + "-h"), polylock(b, name + "-h")));
+        }
+        CuratorFramework ca = curator(zkConnect);
+        CuratorFramework cb = curator(zkConnect);
+        String cname = "/" + run + "-curator";
+        rows.add(uncontended("Curator InterProcessMutex", curatorLocker(ca, cname)));
+        rows.add(handoff("Curator InterProcessMutex", curatorLocker(ca, cname + "-h"), curatorLocker(cb, cname + "-h")));
+        ca.close();
+        cb.close();
+        zk.close();
+
+        // ---- Redis ----
+        try (Jedis jedis = new Jedis(redis.getHost(), redis.getPort())) {
+            rows.add(measure("floor: 1 round trip", "Redis PING", jedis::ping));
+        }
+        try (LockClient a = LockClient.connect(redisUrl); LockClient b = LockClient.connect(redisUrl)) {
+            String name = run + "-redis";
+            rows.add(uncontended("polylock (redis)", polylock(a, name)));
+            rows.add(handoff("polylock (redis)", polylock(a, name + "-h"), polylock(b, name + "-h")));
+        }
+        RedissonClient ra = redisson(redisUrl);
+        RedissonClient rb = redisson(redisUrl);
+        String rname = run + "-redisson";
+        rows.add(uncontended("Redisson RLock", redissonLocker(ra, rname)));
+        rows.add(handoff("Redisson RLock", redissonLocker(ra, rname + "-h"), redissonLocker(rb, rname + "-h")));
+        ra.shutdown();
+        rb.shutdown();
+
+        String md = markdown(rows);
+        System.out.println(md);
+        Files.writeString(out.resolve("results.md"), md);
+        Files.writeString(out.resolve("results.json"), json(rows));
+        System.exit(0);
+    }
+
+    // ---- the systems ----------------------------------------------------
+
+    static Locker polylock(LockClient client, String name) {
+        DistributedLock lock = client.newLock(name);
+        return new Locker() {
+            public void lock() {
+                lock.lock();
+            }
+
+            public void unlock() {
+                lock.unlock();
+            }
+        };
+    }
+
+    static Locker curatorLocker(CuratorFramework c, String path) {
+        InterProcessMutex m = new InterProcessMutex(c, path);
+        return new Locker() {
+            public void lock() throws Exception {
+                m.acquire();
+            }
+
+            public void unlock() throws Exception {
+                m.release();
+            }
+        };
+    }
+
+    static Locker redissonLocker(RedissonClient r, String name) {
+        RLock l = r.getLock(name);
+        return new Locker() {
+            public void lock() {
+                l.lock();
+            }
+
+            public void unlock() {
+                l.unlock();
+            }
+        };
+    }
+
+    // ---- measurements ---------------------------------------------------
+
+    static Row uncontended(String system, Locker l) throws Exception {
+        return measure("uncontended lock+unlock", system, () -> {
+            l.lock();
+            l.unlock();
+        });
+    }
+
+    static Row measure(String operation, String system, Op op) throws Exception {
+        for (int i = 0; i < WARMUP; i++) {
+            op.run();
+        }
+        long[] us = new long[ITERATIONS];
+        for (int i = 0; i < ITERATIONS; i++) {
+            long t0 = System.nanoTime();
+            op.run();
+            us[i] = System.nanoTime() - t0;
+        }
+        return row(operation, system, us);
+    }
+
+    /**
+     * The holder (this thread) holds; a waiter thread on another client blocks
+     * in lock(); the holder unlocks at t0; the waiter returns at t1.
+     */
+    static Row handoff(String system, Locker holder, Locker waiter) throws Exception {
+        SynchronousQueue<Long> acquiredAt = new SynchronousQueue<>();
+        SynchronousQueue<Boolean> go = new SynchronousQueue<>();
+        Thread w = new Thread(() -> {
+            try {
+                while (go.take()) {
+                    waiter.lock();
+                    long t1 = System.nanoTime();
+                    waiter.unlock();
+                    acquiredAt.put(t1);
+                }
+            } catch (Exception e) {
+                e.printStackTrace();
+            }
+        }, "bench-waiter");
+        w.start();
+        int total = HANDOFF_WARMUP + HANDOFFS;
+        long[] ns = new long[HANDOFFS];
+        for (int i = 0; i < total; i++) {
+            holder.lock();
+            go.put(true);
+            Thread.sleep(10); // let the waiter queue up on the server
+            long t0 = System.nanoTime();
+            holder.unlock();
+            Long t1 = acquiredAt.poll(60, TimeUnit.SECONDS);
+            if (t1 == null) {
+                throw new IllegalStateException(system + ": no handoff within 60 s");
+            }
+            if (i >= HANDOFF_WARMUP) {
+                ns[i - HANDOFF_WARMUP] = t1 - t0;
+            }
+        }
+        go.put(false);
+        w.join();
+        return row("handoff (another client, another thread)", system, ns);
+    }
+
+    static Row row(String operation, String system, long[] ns) {
+        long[] s = ns.clone();
+        Arrays.sort(s);
+        double p50 = s[(int) Math.floor(0.50 * (s.length - 1))] / 1000.0;
+        double p99 = s[(int) Math.floor(0.99 * (s.length - 1))] / 1000.0;
+        System.err.printf(Locale.ROOT, "%-40s %-28s p50 %9.1f us  p99 %9.1f us%n", operation, system, p50, p99);
+        return new Row(operation, system, p50, p99, s.length);
+    }
+
+    // ---- output -----------------------------------------------------------
+
+    /** Ratios: polylock over the anchor library of its backend, and every row over its backend's floor. */
+    static String markdown(List<Row> rows) {
+        Map<String, Row> by = new LinkedHashMap<>();
+        for (Row r : rows) {
+            by.put(r.operation() + "|" + r.system(), r);
+        }
+        StringBuilder sb = new StringBuilder();
+        sb.append("| operation | system | p50 µs | p99 µs | p50 vs floor | p50 vs Curator/Redisson |\n");
+        sb.append("|---|---|---:|---:|---:|---:|\n");
+        for (Row r : rows) {
+            boolean zkSide = r.system().contains("zk") || r.system().contains("Curator") || r.system().contains("ZooKeeper");
+            Row floor = by.get("floor: 1 round trip|" + (zkSide ? "ZooKeeper exists" : "Redis PING"));
+            String anchorName = zkSide ? "Curator InterProcessMutex" : "Redisson RLock";
+            Row anchor = by.get(r.operation() + "|" + anchorName);
+            String vsAnchor = r.system().startsWith("polylock") && anchor != null
+                    ? String.format(Locale.ROOT, "%.2fx", r.p50() / anchor.p50()) : "";
+            String vsFloor = r.operation().startsWith("floor") ? "1.00x"
+                    : String.format(Locale.ROOT, "%.1fx", r.p50() / floor.p50());
+            sb.append(String.format(Locale.ROOT, "| %s | %s | %.0f | %.0f | %s | %s |%n",
+                    r.operation(), r.system(), r.p50(), r.p99(), vsFloor, vsAnchor));
+        }
+        sb.append(String.format(Locale.ROOT, "%nUncontended: %d iterations after %d warm-up; handoff: %d after %d, "
+                + "waiter on a second client in another thread of the same JVM. Loopback servers, 2 cores.%n",
+                ITERATIONS, WARMUP, HANDOFFS, HANDOFF_WARMUP));
+        return sb.toString();
+    }
+
+    static String json(List<Row> rows) {
+        StringBuilder sb = new StringBuilder("[\n");
+        for (int i = 0; i < rows.size(); i++) {
+            Row r = rows.get(i);
+            sb.append(String.format(Locale.ROOT,
+                    "  {\"operation\": \"%s\", \"system\": \"%s\", \"p50_us\": %.1f, \"p99_us\": %.1f, \"n\": %d}%s%n",
+                    r.operation(), r.system(), r.p50(), r.p99(), r.n(), i + 1 < rows.size() ? "," : ""));
+        }
+        return sb.append("]\n").toString();
+    }
+
+    // ---- clients ----------------------------------------------------------
+
+    static String env(String name) {
+        String v = System.getenv(name);
+        if (v == null || v.isEmpty()) {
+            throw new IllegalStateException(name + " is not set: eval \"$(scripts/services env)\"");
+        }
+        return v;
+    }
+
+    static ZooKeeper plainZk(String connect) throws Exception {
+        CountDownLatch up = new CountDownLatch(1);
+        ZooKeeper zk = new ZooKeeper(connect, 10_000, e -> {
+            if (e.getState() == Watcher.Event.KeeperState.SyncConnected) {
+                up.countDown();
+            }
+        });
+        if (!up.await(10, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("cannot connect to ZooKeeper at " + connect);
+        }
+        return zk;
+    }
+
+    static CuratorFramework curator(String connect) throws InterruptedException {
+        CuratorFramework c = CuratorFrameworkFactory.newClient(connect, new RetryOneTime(100));
+        c.start();
+        c.blockUntilConnected(10, TimeUnit.SECONDS);
+        return c;
+    }
+
+    static RedissonClient redisson(String url) {
+        Config config = new Config();
+        config.useSingleServer().setAddress(url);
+        return Redisson.create(config);
+    }
+}

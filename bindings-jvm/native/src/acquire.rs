@@ -1,0 +1,129 @@
+//! Acquires that Java can wait for in slices and cancel.
+//!
+//! `start` spawns the runtime's cancel-safe `acquire_as` as a task; `wait`
+//! blocks the Java thread for at most a slice; `free` aborts the task if it
+//! still runs (dropping the acquire cancels it on the server) and gives back
+//! a grant that nobody claimed. Claiming a grant keeps the hold in the
+//! runtime (released later by owner) and starts its loss watcher.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jni::objects::GlobalRef;
+use polylock::{Error, Guard, OwnerId};
+use tokio::task::JoinHandle;
+
+use crate::errors::{Failure, Outcome};
+use crate::handles::LockHandle;
+use crate::runtime;
+use crate::upcalls;
+
+pub(crate) struct PendingAcquire {
+    lock: Arc<LockHandle>,
+    owner: u64,
+    task: Mutex<Option<JoinHandle<polylock::Result<Guard>>>>,
+}
+
+/// What `wait` tells Java, besides the fencing token (>= 0) of a grant.
+pub(crate) const STILL_WAITING: i64 = -1;
+pub(crate) const NOT_GRANTED: i64 = -2;
+
+/// `timeout_nanos < 0`: wait until granted; 0: one try, no wait.
+fn timeout_of(timeout_nanos: i64) -> Option<Duration> {
+    (timeout_nanos >= 0).then(|| Duration::from_nanos(timeout_nanos as u64))
+}
+
+pub(crate) fn start(lock: Arc<LockHandle>, owner: u64, timeout_nanos: i64) -> PendingAcquire {
+    let timeout = timeout_of(timeout_nanos);
+    let l = lock.lock.clone();
+    let task = runtime::spawn(async move { l.acquire_as(OwnerId(owner), timeout).await });
+    PendingAcquire { lock, owner, task: Mutex::new(Some(task)) }
+}
+
+impl PendingAcquire {
+    /// Blocks up to `millis`; the token of a grant (claimed, watched for
+    /// loss by `listener`), [`STILL_WAITING`], or [`NOT_GRANTED`].
+    pub(crate) fn wait(&self, millis: i64, listener: GlobalRef) -> Outcome<i64> {
+        let mut slot = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(task) = slot.as_mut() else {
+            return Err(Failure::Illegal("this acquire already finished".into()));
+        };
+        let slice = Duration::from_millis(millis.max(0) as u64);
+        // The timer must be made inside the runtime: build it in the async block.
+        let joined = match runtime::block_on(async move { tokio::time::timeout(slice, task).await }) {
+            Err(_elapsed) => return Ok(STILL_WAITING),
+            Ok(joined) => joined,
+        };
+        *slot = None;
+        match joined {
+            Ok(Ok(guard)) => Ok(claim(&self.lock, self.owner, guard, listener) as i64),
+            Ok(Err(Error::Timeout(_) | Error::WouldBlock(_))) => Ok(NOT_GRANTED),
+            Ok(Err(e)) => Err(e.into()),
+            Err(join) => Err(Failure::Panic(format!("acquire task failed: {join}"))),
+        }
+    }
+
+    /// Cancels the acquire if it still runs and waits until the runtime has
+    /// withdrawn it; a grant that raced the cancel is released.
+    pub(crate) fn cancel(&self) {
+        let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(task) = task {
+            task.abort();
+            // An unclaimed guard is dropped here, which releases it.
+            let _ = runtime::block_on(task);
+        }
+    }
+}
+
+/// Keeps the hold in the runtime (Java releases by owner) and, for a first
+/// hold, forwards its loss to `listener`. Returns the fencing token.
+fn claim(lock: &Arc<LockHandle>, owner: u64, guard: Guard, listener: GlobalRef) -> u64 {
+    let first_hold = lock.lock.hold_count(OwnerId(owner)) == 1;
+    if first_hold {
+        lock.lost_map().remove(&owner);
+        let mut watch = guard.loss_watch();
+        let lock = lock.clone();
+        runtime::spawn(async move {
+            let reason = loop {
+                if let Some(r) = *watch.borrow_and_update() {
+                    break r;
+                }
+                if watch.changed().await.is_err() {
+                    return; // released: the hold is gone, and the sender with it
+                }
+            };
+            lock.lost_map().insert(owner, reason);
+            upcalls::notify_lost(&listener, owner, &reason.to_string());
+        });
+    }
+    guard.into_token()
+}
+
+/// An acquire whose result goes to `completion.done(...)` on a runtime
+/// thread, for `lockAsync()`. Aborting the returned task cancels it.
+pub(crate) fn start_async(
+    lock: Arc<LockHandle>,
+    owner: u64,
+    completion: GlobalRef,
+    listener: GlobalRef,
+) -> PendingAsync {
+    let task = runtime::spawn(async move {
+        let result = match lock.lock.acquire_as(OwnerId(owner), None).await {
+            Ok(guard) => Ok(claim(&lock, owner, guard, listener)),
+            Err(e) => Err(Failure::Polylock(e)),
+        };
+        upcalls::complete(&completion, result);
+    });
+    PendingAsync { task }
+}
+
+pub(crate) struct PendingAsync {
+    task: JoinHandle<()>,
+}
+
+impl PendingAsync {
+    /// Withdraws the acquire unless it already completed.
+    pub(crate) fn cancel(&self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,134 @@
+//! Rust failures -> Java exceptions, in one place.
+//!
+//! The exception classes are looked up once, from a Java thread, in
+//! `Native.init` (so the application's class loader finds ours), and kept
+//! as global references: runtime threads that call back into Java cannot
+//! rely on `FindClass`.
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+
+use jni::objects::{GlobalRef, JObject, JValue};
+use jni::JNIEnv;
+use polylock::Error;
+
+/// Everything an export can fail with.
+pub(crate) enum Failure {
+    Polylock(Error),
+    /// A JNI call failed; it may have left a Java exception pending already.
+    Jni(jni::errors::Error),
+    /// A misuse of a handle by the Java side (a bug there, not the user's).
+    Illegal(String),
+    Panic(String),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Polylock(e)
+    }
+}
+
+impl From<jni::errors::Error> for Failure {
+    fn from(e: jni::errors::Error) -> Self {
+        Failure::Jni(e)
+    }
+}
+
+pub(crate) type Outcome<T> = Result<T, Failure>;
+
+/// The Java classes failures map to.
+pub(crate) struct Classes {
+    lock: GlobalRef,
+    connect: GlobalRef,
+    lost: GlobalRef,
+    closed: GlobalRef,
+    illegal_argument: GlobalRef,
+    illegal_monitor: GlobalRef,
+    illegal_state: GlobalRef,
+}
+
+static CLASSES: OnceLock<Classes> = OnceLock::new();
+
+pub(crate) fn init_classes(env: &mut JNIEnv) -> Outcome<()> {
+    if CLASSES.get().is_some() {
+        return Ok(());
+    }
+    let mut global = |name: &str| -> Outcome<GlobalRef> {
+        let class = env.find_class(name)?;
+        Ok(env.new_global_ref(class)?)
+    };
+    let classes = Classes {
+        lock: global("io/polylock/LockException")?,
+        connect: global("io/polylock/LockConnectException")?,
+        lost: global("io/polylock/LockLostException")?,
+        closed: global("io/polylock/LockClosedException")?,
+        illegal_argument: global("java/lang/IllegalArgumentException")?,
+        illegal_monitor: global("java/lang/IllegalMonitorStateException")?,
+        illegal_state: global("java/lang/IllegalStateException")?,
+    };
+    let _ = CLASSES.set(classes);
+    Ok(())
+}
+
+/// The class and message a failure becomes in Java.
+fn classify(failure: &Failure) -> (&'static GlobalRef, String) {
+    let c = CLASSES.get().expect("Native.init runs before any other native call");
+    match failure {
+        Failure::Polylock(e) => {
+            let class = match e {
+                Error::InvalidUrl { .. } | Error::InvalidName(_) | Error::InvalidOption(_) => &c.illegal_argument,
+                Error::Connect { .. } => &c.connect,
+                Error::NotHeld(_) => &c.illegal_monitor,
+                Error::Lost { .. } => &c.lost,
+                Error::Closed => &c.closed,
+                _ => &c.lock,
+            };
+            (class, e.to_string())
+        }
+        Failure::Jni(e) => (&c.lock, format!("JNI call failed: {e}")),
+        Failure::Illegal(m) => (&c.illegal_state, m.clone()),
+        Failure::Panic(m) => (&c.lock, format!("internal error in polylock: {m}")),
+    }
+}
+
+/// Raises `failure` in Java unless a Java exception is already pending
+/// (a failed JNI call leaves one): never two exceptions for one failure.
+pub(crate) fn throw(env: &mut JNIEnv, failure: Failure) {
+    if env.exception_check().unwrap_or(true) {
+        return;
+    }
+    let (class, message) = classify(&failure);
+    let _ = env.throw_new(class, message);
+}
+
+/// Builds (without throwing) the Java exception for `failure`, for
+/// completions delivered to Java from runtime threads.
+pub(crate) fn to_throwable<'l>(env: &mut JNIEnv<'l>, failure: Failure) -> Outcome<JObject<'l>> {
+    let (class, message) = classify(&failure);
+    let message = env.new_string(message)?;
+    Ok(env.new_object(class, "(Ljava/lang/String;)V", &[JValue::Object(&message)])?)
+}
+
+fn panic_message(p: Box<dyn Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
+/// Runs an export's body: a panic or an error becomes one Java exception,
+/// and the export returns `fallback` (which Java never sees, as it throws).
+pub(crate) fn guarded<'l, T>(env: &mut JNIEnv<'l>, fallback: T, body: impl FnOnce(&mut JNIEnv<'l>) -> Outcome<T>) -> T {
+    match catch_unwind(AssertUnwindSafe(|| body(env))) {
+        Ok(Ok(v)) => v,
+        Ok(Err(f)) => {
+            throw(env, f);
+            fallback
+        }
+        Err(p) => {
+            throw(env, Failure::Panic(panic_message(p)));
+            fallback
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The `native` methods of `io.polylock.Native`, one function each.
+//! Bodies stay thin: they decode arguments, call the runtime, and encode.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jni::objects::{JClass, JObject, JString};
+use jni::sys::{jboolean, jint, jlong, jstring, JNI_FALSE, JNI_TRUE};
+use jni::JNIEnv;
+use polylock::{Backend, Client, ClientOptions, Error, LockOptions, OwnerId};
+
+use crate::acquire::{self, PendingAcquire, PendingAsync};
+use crate::errors::{self, guarded, Outcome};
+use crate::handles::{self, ClientHandle, LockHandle};
+use crate::runtime;
+
+/// Java passes `Long.MIN_VALUE` for "not set".
+const UNSET: jlong = jlong::MIN;
+
+fn string(env: &mut JNIEnv, s: &JString) -> Outcome<String> {
+    Ok(env.get_string(s)?.into())
+}
+
+/// Millis from Java; zero or negative become zero, which the runtime
+/// rejects as an invalid option with its own message.
+fn millis(ms: jlong) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_init<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>) {
+    guarded(&mut env, (), |env| {
+        errors::init_classes(env)?;
+        crate::upcalls::init_vm(env)
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_clientConnect<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    url: JString<'l>,
+    connect_timeout_ms: jlong,
+    request_timeout_ms: jlong,
+    session_timeout_ms: jlong,
+    lease_ms: jlong,
+    debug_faults: jboolean,
+) -> jlong {
+    guarded(&mut env, 0, |env| {
+        let url = string(env, &url)?;
+        let mut opts = ClientOptions { debug_faults: debug_faults == JNI_TRUE, ..ClientOptions::default() };
+        for (field, ms) in [
+            (&mut opts.connect_timeout, connect_timeout_ms),
+            (&mut opts.request_timeout, request_timeout_ms),
+            (&mut opts.session_timeout, session_timeout_ms),
+            (&mut opts.lease, lease_ms),
+        ] {
+            if ms != UNSET {
+                *field = millis(ms);
+            }
+        }
+        let client = runtime::block_on(Client::connect_with(&url, opts))?;
+        Ok(handles::into_handle(ClientHandle { client }))
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_clientClose<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>, client: jlong) {
+    guarded(&mut env, (), |_| {
+        if let Some(h) = handles::free::<ClientHandle>(client) {
+            runtime::block_on(h.client.close());
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_clientBackend<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    client: jlong,
+) -> jstring {
+    guarded(&mut env, std::ptr::null_mut(), |env| {
+        let h = handles::get::<ClientHandle>(client)?;
+        let name = match h.client.backend() {
+            Backend::Redis => "redis",
+            Backend::ZooKeeper => "zookeeper",
+        };
+        Ok(env.new_string(name)?.into_raw())
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_clientId<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    client: jlong,
+) -> jstring {
+    guarded(&mut env, std::ptr::null_mut(), |env| {
+        let h = handles::get::<ClientHandle>(client)?;
+        Ok(env.new_string(h.client.id())?.into_raw())
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_clientExpireSession<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    client: jlong,
+) {
+    guarded(&mut env, (), |_| {
+        let h = handles::get::<ClientHandle>(client)?;
+        Ok(runtime::block_on(h.client.debug_expire_session())?)
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_lockNew<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    client: jlong,
+    name: JString<'l>,
+    lease_ms: jlong,
+) -> jlong {
+    guarded(&mut env, 0, |env| {
+        let h = handles::get::<ClientHandle>(client)?;
+        let name = string(env, &name)?;
+        let lease = (lease_ms != UNSET).then(|| millis(lease_ms));
+        let lock = h.client.lock_with(&name, LockOptions { lease })?;
+        Ok(handles::into_handle(LockHandle::new(lock)))
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_lockFree<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>, lock: jlong) {
+    guarded(&mut env, (), |_| {
+        handles::free::<LockHandle>(lock);
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_lockHoldCount<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    lock: jlong,
+    owner: jlong,
+) -> jint {
+    guarded(&mut env, 0, |_| {
+        let h = handles::get::<LockHandle>(lock)?;
+        Ok(h.lock.hold_count(OwnerId(owner as u64)).min(i32::MAX as u32) as jint)
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_lockHeldLocally<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    lock: jlong,
+) -> jboolean {
+    guarded(&mut env, JNI_FALSE, |_| {
+        let h = handles::get::<LockHandle>(lock)?;
+        Ok(if h.lock.is_held_locally() { JNI_TRUE } else { JNI_FALSE })
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_lockRedisField<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    lock: jlong,
+    owner: jlong,
+) -> jstring {
+    guarded(&mut env, std::ptr::null_mut(), |env| {
+        let h = handles::get::<LockHandle>(lock)?;
+        Ok(env.new_string(h.lock.redis_field(OwnerId(owner as u64)))?.into_raw())
+    })
+}
+
+/// Ends one hold of `owner`, waiting for the server. After a loss, the
+/// owner's first release reports the loss (`LockLostException`).
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_release<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    lock: jlong,
+    owner: jlong,
+) {
+    guarded(&mut env, (), |_| {
+        let h = handles::get::<LockHandle>(lock)?;
+        let owner = owner as u64;
+        let result = runtime::block_on(h.lock.release_as(OwnerId(owner)));
+        // Whichever way the runtime reports a lost hold, report it once.
+        let lost = h.lost_map().remove(&owner);
+        match (result, lost) {
+            (Err(Error::NotHeld(name)), Some(reason)) => Err(Error::Lost { name, reason }.into()),
+            (other, _) => Ok(other?),
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_acquireStart<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    lock: jlong,
+    owner: jlong,
+    timeout_nanos: jlong,
+) -> jlong {
+    guarded(&mut env, 0, |_| {
+        let h = handles::get::<LockHandle>(lock)?;
+        Ok(handles::into_handle(acquire::start(h, owner as u64, timeout_nanos)))
+    })
+}
+
+/// The fencing token (>= 0), -1 still waiting, -2 not granted in time.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_acquireWait<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    pending: jlong,
+    millis: jlong,
+    listener: JObject<'l>,
+) -> jlong {
+    guarded(&mut env, acquire::NOT_GRANTED, |env| {
+        let p: Arc<PendingAcquire> = handles::get(pending)?;
+        let listener = env.new_global_ref(listener)?;
+        p.wait(millis, listener)
+    })
+}
+
+/// Cancels the acquire if it still runs, then frees the handle.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_acquireFree<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>, pending: jlong) {
+    guarded(&mut env, (), |_| {
+        if let Some(p) = handles::free::<PendingAcquire>(pending) {
+            p.cancel();
+        }
+        Ok(())
+    })
+}
+
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_acquireAsync<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    lock: jlong,
+    owner: jlong,
+    completion: JObject<'l>,
+    listener: JObject<'l>,
+) -> jlong {
+    guarded(&mut env, 0, |env| {
+        let h = handles::get::<LockHandle>(lock)?;
+        let completion = env.new_global_ref(completion)?;
+        let listener = env.new_global_ref(listener)?;
+        Ok(handles::into_handle(acquire::start_async(h, owner as u64, completion, listener)))
+    })
+}
+
+/// Cancels an async acquire unless it completed, then frees the handle.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_asyncFree<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>, pending: jlong) {
+    guarded(&mut env, (), |_| {
+        if let Some(p) = handles::free::<PendingAsync>(pending) {
+            p.cancel();
+        }
+        Ok(())
+    })
+}

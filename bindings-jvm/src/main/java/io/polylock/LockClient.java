@@ -1,0 +1,137 @@
+package io.polylock;
+
+import java.time.Duration;
+import java.util.Objects;
+import java.util.concurrent.locks.ReadWriteLock;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+
+/**
+ * A connection to one Redis server or ZooKeeper ensemble, shared by every
+ * lock made from it. Thread-safe. Close it when done: {@link #close()}
+ * releases the locks it holds and fails pending acquires with
+ * {@link LockClosedException}.
+ *
+ * <pre>{@code
+ * try (LockClient client = LockClient.connect("zk://127.0.0.1:2181")) {
+ *     DistributedLock lock = client.newLock("/locks/orders-42");
+ *     lock.lock();
+ *     try { ... } finally { lock.unlock(); }
+ * }
+ * }</pre>
+ */
+public final class LockClient implements AutoCloseable {
+    private volatile long handle;
+    /** Readers use the handle; close() takes it away. */
+    private final ReadWriteLock closing = new ReentrantReadWriteLock();
+    private final String url;
+
+    private LockClient(long handle, String url) {
+        this.handle = handle;
+        this.url = url;
+    }
+
+    /**
+     * Connects with default options. URLs: {@code redis://[user:pass@]host:port[/db]},
+     * {@code rediss://...?ca=PATH}, {@code zk://[user:pass@]h1:2181,h2:2181[/chroot]},
+     * {@code zks://...?ca=PATH}.
+     *
+     * @throws IllegalArgumentException the URL is malformed (the message says which part)
+     * @throws LockConnectException the server is unreachable within the connect timeout
+     */
+    public static LockClient connect(String url) {
+        return connect(url, ClientOptions.defaults());
+    }
+
+    /** Connects with the given options; see {@link #connect(String)}. */
+    public static LockClient connect(String url, ClientOptions options) {
+        Objects.requireNonNull(url, "url");
+        Objects.requireNonNull(options, "options");
+        long h = Native.clientConnect(url,
+                ClientOptions.millisOrUnset(options.connectTimeout),
+                ClientOptions.millisOrUnset(options.requestTimeout),
+                ClientOptions.millisOrUnset(options.sessionTimeout),
+                ClientOptions.millisOrUnset(options.lease),
+                options.debugFaults);
+        return new LockClient(h, url.replaceAll("//[^@/]*@", "//***@"));
+    }
+
+    /**
+     * A lock named {@code name} (a ZooKeeper path such as {@code /locks/a}, or
+     * any Redis key). No I/O.
+     *
+     * @throws IllegalArgumentException the name is empty, too long or malformed
+     */
+    public DistributedLock newLock(String name) {
+        return newLock(name, null);
+    }
+
+    /**
+     * A lock with its own Redis lease (renewed every third of it while held;
+     * ignored by ZooKeeper, where the session plays that part). {@code null}:
+     * the client's lease.
+     */
+    public DistributedLock newLock(String name, Duration lease) {
+        Objects.requireNonNull(name, "name");
+        long leaseMs = lease == null ? Native.UNSET : lease.toMillis();
+        return withHandle(h -> new DistributedLock(name, Native.lockNew(h, name, leaseMs)));
+    }
+
+    /** {@code "redis"} or {@code "zookeeper"}. */
+    public String backend() {
+        return withHandle(Native::clientBackend);
+    }
+
+    /** This client's random id, as in its Redis hash fields and ZooKeeper node data. */
+    public String id() {
+        return withHandle(Native::clientId);
+    }
+
+    /**
+     * Test hook, not API: ends this client's ZooKeeper session from the server
+     * side, as an expiry after a network partition would (it cuts the client
+     * off for the session timeout plus a second). Its locks are lost. Needs a
+     * client connected with {@code ClientOptions.withDebugFaultsForTests()}.
+     */
+    void debugExpireSessionForTests() {
+        withHandle(h -> {
+            Native.clientExpireSession(h);
+            return null;
+        });
+    }
+
+    /** Releases held locks, fails pending acquires, closes the connections. Idempotent. */
+    @Override
+    public void close() {
+        closing.writeLock().lock();
+        try {
+            if (handle != 0) {
+                long h = handle;
+                handle = 0;
+                Native.clientClose(h);
+            }
+        } finally {
+            closing.writeLock().unlock();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "LockClient(" + url + (handle == 0 ? ", closed)" : ")");
+    }
+
+    private interface HandleUse<T> {
+        T apply(long handle);
+    }
+
+    private <T> T withHandle(HandleUse<T> use) {
+        closing.readLock().lock();
+        try {
+            if (handle == 0) {
+                throw new LockClosedException("the client is closed");
+            }
+            return use.apply(handle);
+        } finally {
+            closing.readLock().unlock();
+        }
+    }
+}

@@ -1,0 +1,10 @@
+package io.polylock;
+
+/** The {@link LockClient} was closed: its locks were released and pending acquires failed. */
+public class LockClosedException extends LockException {
+    private static final long serialVersionUID = 1L;
+
+    public LockClosedException(String message) {
+        super(message);
+    }
+}

@@ -1,0 +1,62 @@
+package io.polylock;
+
+/**
+ * The JNI entry points of bindings-jvm/native (exports.rs). Handles are
+ * opaque pointers to Rust values; each is freed exactly once by its owner.
+ * Every method throws at most one exception, mapped in errors.rs.
+ */
+final class Native {
+    /** "Not set" for optional numbers (the runtime's default applies). */
+    static final long UNSET = Long.MIN_VALUE;
+    /** {@link #acquireWait}: the wait slice ended before a result. */
+    static final long STILL_WAITING = -1;
+    /** {@link #acquireWait}: not granted within the acquire's timeout. */
+    static final long NOT_GRANTED = -2;
+
+    static {
+        NativeLoader.load();
+        init();
+    }
+
+    private Native() {}
+
+    private static native void init();
+
+    static native long clientConnect(String url, long connectTimeoutMs, long requestTimeoutMs,
+                                     long sessionTimeoutMs, long leaseMs, boolean debugFaults);
+
+    static native void clientClose(long client);
+
+    static native String clientBackend(long client);
+
+    static native String clientId(long client);
+
+    static native void clientExpireSession(long client);
+
+    static native long lockNew(long client, String name, long leaseMs);
+
+    static native void lockFree(long lock);
+
+    static native int lockHoldCount(long lock, long owner);
+
+    static native boolean lockHeldLocally(long lock);
+
+    static native String lockRedisField(long lock, long owner);
+
+    static native void release(long lock, long owner);
+
+    /** timeoutNanos: negative waits forever, 0 tries once. Returns a pending-acquire handle. */
+    static native long acquireStart(long lock, long owner, long timeoutNanos);
+
+    /** Waits up to millis: the fencing token (>= 0), {@link #STILL_WAITING} or {@link #NOT_GRANTED}. */
+    static native long acquireWait(long pending, long millis, LossListener listener);
+
+    /** Cancels the acquire if it still runs (a raced grant is released) and frees the handle. */
+    static native void acquireFree(long pending);
+
+    /** Starts an acquire whose result goes to {@code completion.done}; returns its handle. */
+    static native long acquireAsync(long lock, long owner, AsyncAcquire completion, LossListener listener);
+
+    /** Cancels an async acquire unless it completed, and frees the handle. */
+    static native void asyncFree(long pending);
+}
