@@ -63,6 +63,8 @@ def main():
             line = line.strip()
             if line.startswith("{"):
                 r = json.loads(line)
+                if r.get("event") == "grant":
+                    continue  # progress lines; the record follows at the section's end
                 records[r["backend"]].append(r)
     with open(args.resource) as f:
         resources = json.load(f)

@@ -1,13 +1,16 @@
-//! One worker of the demo and the cross-language suite (the Rust one; the
-//! Python, Node and Java workers follow the same protocol):
-//! `demo_worker --url URL --lock NAME --resource-url REDIS_URL --rounds N --id ID`
-//! For each round: acquire, read the resource's count, write count+1 through
-//! the fencing-checked script (demo/resource.lua), release; print one JSON
-//! line per critical section with start/end on CLOCK_MONOTONIC.
+//! One worker of the demo and the cross-language fault suite (the Rust one;
+//! the Python, Node and Java workers follow the same protocol, described in
+//! demo/README.md):
+//! `demo_worker --url URL --lock NAME --resource-url REDIS_URL --rounds N --id ID
+//!              [--hold-ms MS] [--lease-ms MS] [--session-ms MS]`
+//! For each round: acquire; print a grant line; read the resource's count;
+//! hold for --hold-ms; write count+1 through the fencing-checked script
+//! (demo/resource.lua); print a record line with start/end on
+//! CLOCK_MONOTONIC and whether the lock was lost meanwhile; release.
 
 use std::time::Duration;
 
-use polylock::Client;
+use polylock::{Client, ClientOptions, Error};
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -20,37 +23,50 @@ fn monotonic_ns() -> u64 {
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let arg = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1)).cloned();
+    let ms = |k: &str, default: u64| arg(k).map_or(default, |v| v.parse().unwrap_or_else(|_| panic!("{k} MS")));
     let url = arg("--url").expect("--url");
     let name = arg("--lock").expect("--lock");
     let resource_url = arg("--resource-url").expect("--resource-url");
     let rounds: usize = arg("--rounds").map_or(5, |v| v.parse().unwrap());
     let id = arg("--id").unwrap_or_else(|| format!("rust-{}", std::process::id()));
+    let hold = Duration::from_millis(ms("--hold-ms", 2));
+    let opts = ClientOptions {
+        lease: Duration::from_millis(ms("--lease-ms", 30_000)),
+        session_timeout: Duration::from_millis(ms("--session-ms", 10_000)),
+        ..Default::default()
+    };
     let backend = if url.starts_with("zk") { "zookeeper" } else { "redis" };
     let resource = format!("demo:resource:{backend}:{name}");
     let script = redis::Script::new(include_str!("../../demo/resource.lua"));
     let mut r = redis::Client::open(resource_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let pid = std::process::id();
 
-    let client = Client::connect(&url).await.unwrap_or_else(|e| panic!("{e}"));
+    let client = Client::connect_with(&url, opts).await.unwrap_or_else(|e| panic!("{e}"));
     let lock = client.lock(&name).unwrap();
     for _ in 0..rounds {
         let guard = lock.acquire().await.unwrap();
+        let token = guard.fencing_token();
         let start = monotonic_ns();
-        let count: Option<i64> = redis::cmd("HGET").arg(&resource).arg("count").query_async(&mut r).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(2)).await; // widen the window a lost update would need
-        let accepted: i64 = script
-            .key(&resource)
-            .arg(guard.fencing_token())
-            .arg(count.unwrap_or(0) + 1)
-            .invoke_async(&mut r)
-            .await
-            .unwrap();
-        let end = monotonic_ns();
         println!(
-            "{{\"worker\": \"{id}\", \"lang\": \"rust\", \"backend\": \"{backend}\", \"token\": {}, \"start_ns\": {start}, \"end_ns\": {end}, \"accepted\": {}}}",
-            guard.fencing_token(),
+            "{{\"event\": \"grant\", \"worker\": \"{id}\", \"lang\": \"rust\", \"backend\": \"{backend}\", \"pid\": {pid}, \"token\": {token}, \"t_ns\": {start}}}"
+        );
+        let count: Option<i64> = redis::cmd("HGET").arg(&resource).arg("count").query_async(&mut r).await.unwrap();
+        tokio::time::sleep(hold).await; // widen the window a lost update would need
+        let accepted: i64 =
+            script.key(&resource).arg(token).arg(count.unwrap_or(0) + 1).invoke_async(&mut r).await.unwrap();
+        let end = monotonic_ns();
+        // Lost during the section, or found out on release (a paused process
+        // learns only when it runs again).
+        let lost_during = guard.lost_reason().is_some();
+        let released = guard.release().await;
+        let lost = lost_during || matches!(released, Err(Error::Lost { .. }));
+        if let Err(e) = &released {
+            assert!(matches!(e, Error::Lost { .. }), "release: {e}");
+        }
+        println!(
+            "{{\"worker\": \"{id}\", \"lang\": \"rust\", \"backend\": \"{backend}\", \"pid\": {pid}, \"token\": {token}, \"start_ns\": {start}, \"end_ns\": {end}, \"accepted\": {}, \"lost\": {lost}}}",
             accepted == 1
         );
-        guard.release().await.unwrap();
     }
     client.close().await;
 }

@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""Cross-language safety under faults.
+
+Worker processes in every available language (demo/workers/<lang>, plus the
+Rust worker) contend on one lock; each critical section does a
+read-modify-write on a resource that refuses stale fencing tokens and prints
+a record (see demo/README.md). Faults are injected while locks are held and
+awaited, each repeated --trials times, on loopback servers only:
+
+  sigkill      SIGKILL of the holder: the next waiter is granted within the
+               lease (Redis) or the session timeout (ZooKeeper)
+  sigstop      SIGSTOP of the holder for twice the lease / session timeout,
+               then SIGCONT: its write is refused and it learns it lost
+  cut-hold     the holder's connections to the lock server are cut
+  cut-acquire  a waiter's connections to the lock server are cut
+  restart      redis-server restarted (no persistence) while held and awaited
+  leader-kill  the leader of the 3-node ZooKeeper ensemble killed (then restarted)
+
+Every loop is bounded in count and time. The checks: no accepted write from
+a stale token; the resource's count equals the accepted writes; every
+recovery within its bound. Overlapping critical sections are counted and
+reported (a paused holder overlaps its successor: fencing is what saves it).
+
+Writes a Markdown table to tests/faults/RESULTS.md and prints it. Exit 0 if
+every check holds. Needs POLYLOCK_TEST_REDIS, POLYLOCK_TEST_REDIS2,
+POLYLOCK_TEST_ZK and POLYLOCK_TEST_ZK_ENSEMBLE (scripts/services start
+--ensemble --redis2).
+"""
+
+import argparse
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SERVICES = os.path.join(ROOT, "scripts", "services")
+LEASE_MS = 1000
+SESSION_MS = 2000
+HOLD_MS = 60
+
+
+def now_ns():
+    return time.monotonic_ns()
+
+
+def redis_cli(url, *args):
+    out = subprocess.run(["redis-cli", "-u", url, *args], capture_output=True, text=True, timeout=30)
+    return out.stdout.strip()
+
+
+def port_of(url):
+    return int(url.split("://", 1)[1].split("/", 1)[0].split(",")[0].rsplit(":", 1)[1])
+
+
+class Worker:
+    """One worker process; its lines go to the pool's queue."""
+
+    def __init__(self, pool, lang, cmd, index):
+        self.pool, self.lang, self.index = pool, lang, index
+        self.id = f"{lang}-{index}"
+        args = [
+            *cmd, "--url", pool.url, "--lock", pool.lock, "--resource-url", pool.resource_url,
+            "--rounds", "1000000", "--id", self.id, "--hold-ms", str(HOLD_MS),
+            "--lease-ms", str(LEASE_MS), "--session-ms", str(SESSION_MS),
+        ]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self.pid = self.proc.pid
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                ev["_seen_ns"] = now_ns()
+                self.pool.events.put((self, ev))
+
+    def signal(self, sig):
+        try:
+            os.kill(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop(self):
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+class Pool:
+    """Workers of every language contending on one lock on one server."""
+
+    def __init__(self, backend, url, langs, resource_url):
+        self.backend, self.url, self.resource_url = backend, url, resource_url
+        self.lock = f"faults/{backend}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
+        self.resource = f"demo:resource:{'zookeeper' if url.startswith('zk') else 'redis'}:{self.lock}"
+        self.events = queue.Queue()
+        self.records, self.grants = [], []
+        self.langs = langs
+        self.workers = [Worker(self, lang, cmd, i) for i, (lang, cmd) in enumerate(langs)]
+        self.holder = None  # (worker, grant event) of the newest grant without a record
+
+    def respawn(self, w):
+        w.stop()
+        lang, cmd = self.langs[w.index]
+        nw = Worker(self, lang, cmd, w.index)
+        self.workers[w.index] = nw
+        return nw
+
+    def next_event(self, deadline_ns):
+        left = (deadline_ns - now_ns()) / 1e9
+        if left <= 0:
+            return None
+        try:
+            w, ev = self.events.get(timeout=left)
+        except queue.Empty:
+            return None
+        if ev.get("event") == "grant":
+            self.grants.append(ev)
+            self.holder = (w, ev)
+        else:
+            self.records.append(ev)
+            if self.holder and self.holder[1]["token"] == ev["token"]:
+                self.holder = None
+        return w, ev
+
+    def wait_grant(self, timeout_s, exclude=None, by=None, after_ns=0):
+        """The next grant made after `after_ns` (to a worker other than
+        `exclude`, or to `by`), or None."""
+        deadline = now_ns() + int(timeout_s * 1e9)
+        while True:
+            got = self.next_event(deadline)
+            if got is None:
+                return None
+            w, ev = got
+            if ev.get("event") != "grant":
+                continue
+            if exclude is not None and w.pid == exclude.pid:
+                continue
+            if by is not None and w.pid != by.pid:
+                continue
+            if ev["t_ns"] < after_ns:
+                continue
+            return w, ev
+
+    def wait_record(self, token, timeout_s):
+        deadline = now_ns() + int(timeout_s * 1e9)
+        for r in self.records:
+            if r["token"] == token:
+                return r
+        while True:
+            got = self.next_event(deadline)
+            if got is None:
+                return None
+            if got[1].get("event") != "grant" and got[1]["token"] == token:
+                return got[1]
+
+    def drain(self, seconds):
+        deadline = now_ns() + int(seconds * 1e9)
+        while self.next_event(deadline) is not None:
+            pass
+
+    def close(self):
+        for w in self.workers:
+            w.stop()
+        self.drain(0.5)
+
+    def verify(self):
+        """Stale writes accepted, overlaps, and the count check."""
+        accepted = sorted((r for r in self.records if r["accepted"]), key=lambda r: r["end_ns"])
+        stale, top = 0, 0
+        for r in accepted:
+            if r["token"] < top:
+                stale += 1
+            top = max(top, r["token"])
+        spans = sorted(self.records, key=lambda r: r["start_ns"])
+        overlaps = sum(1 for a, b in zip(spans, spans[1:]) if b["start_ns"] < a["end_ns"])
+        count = int(redis_cli(self.resource_url, "HGET", self.resource, "count") or 0)
+        acc = int(redis_cli(self.resource_url, "HGET", self.resource, "accepted") or 0)
+        refused = int(redis_cli(self.resource_url, "HGET", self.resource, "refused") or 0)
+        redis_cli(self.resource_url, "DEL", self.resource)
+        problems = []
+        if count != acc:
+            problems.append(f"resource count {count} but {acc} accepted writes (a lost update)")
+        return stale, overlaps, refused, problems
+
+
+def cut_connections(pid, port):
+    """Closes every TCP connection of `pid` to 127.0.0.1:`port` (ss -K)."""
+    out = subprocess.run(["ss", "-tnpH", "dst", f"127.0.0.1:{port}"], capture_output=True, text=True).stdout
+    killed = 0
+    for line in out.splitlines():
+        if f"pid={pid}," not in line:
+            continue
+        local = line.split()[3]
+        sport = local.rsplit(":", 1)[1]
+        subprocess.run(
+            ["ss", "-K", "src", "127.0.0.1", "sport", "=", f":{sport}", "dst", "127.0.0.1", "dport", "=", f":{port}"],
+            capture_output=True,
+        )
+        killed += 1
+    return killed
+
+
+class Result:
+    def __init__(self, fault, backend):
+        self.fault, self.backend = fault, backend
+        self.trials = 0
+        self.recoveries = []
+        self.failures = []
+        self.stale = self.overlaps = self.refused = 0
+
+    def row(self):
+        worst = f"{max(self.recoveries) / 1e6:.0f}" if self.recoveries else "-"
+        return (
+            f"| {self.fault} | {self.backend} | {self.trials} | {self.stale} | {self.refused} | "
+            f"{self.overlaps} | {worst} | {'ok' if not self.failures else 'FAILED'} |"
+        )
+
+
+def run_fault(fault, pool, trials, result, bound_s, lock_port):
+    """Runs `trials` trials of one fault on a pool; fills `result`."""
+    for _ in range(trials):
+        got = pool.wait_grant(30)
+        if got is None:
+            result.failures.append("no grant within 30 s before a trial")
+            return
+        w, grant = got
+        result.trials += 1
+        time.sleep(HOLD_MS / 4000)  # inside the critical section
+        t0 = now_ns()
+        if fault == "sigkill":
+            w.signal(signal.SIGKILL)
+            nxt = pool.wait_grant(bound_s, exclude=w, after_ns=t0)
+            pool.respawn(w)
+        elif fault == "sigstop":
+            w.signal(signal.SIGSTOP)
+            nxt = pool.wait_grant(bound_s, exclude=w, after_ns=t0)
+            pause = 2 * (LEASE_MS if pool.backend == "redis" else SESSION_MS) / 1000
+            time.sleep(max(0.0, pause - (now_ns() - t0) / 1e9))
+            w.signal(signal.SIGCONT)
+            rec = pool.wait_record(grant["token"], 15)
+            if rec is None:
+                result.failures.append(f"{w.id}: no record after SIGCONT")
+            else:
+                if rec["accepted"]:
+                    result.failures.append(f"{w.id}: a paused holder's write was accepted")
+                if not rec["lost"]:
+                    result.failures.append(f"{w.id}: a paused holder was not told it lost the lock")
+        elif fault == "cut-hold":
+            cut_connections(w.pid, lock_port)
+            nxt = pool.wait_grant(bound_s, after_ns=t0)
+        elif fault == "cut-acquire":
+            waiters = [x for x in pool.workers if x.pid != w.pid]
+            victim = waiters[result.trials % len(waiters)]
+            cut_connections(victim.pid, lock_port)
+            nxt = pool.wait_grant(bound_s, by=victim, after_ns=t0)
+        elif fault == "restart":
+            subprocess.run(["bash", SERVICES, "restart-redis", "redis2"], capture_output=True, timeout=60)
+            nxt = pool.wait_grant(bound_s, after_ns=now_ns())
+        elif fault == "leader-kill":
+            leader = subprocess.run(["bash", SERVICES, "zk-leader"], capture_output=True, text=True, timeout=60)
+            port = leader.stdout.strip()
+            subprocess.run(["bash", SERVICES, "kill-zk", port], capture_output=True, timeout=60)
+            nxt = pool.wait_grant(bound_s, after_ns=now_ns())
+            subprocess.run(["bash", SERVICES, "start-zk", port], capture_output=True, timeout=120)
+        else:
+            raise ValueError(fault)
+        if nxt is None:
+            result.failures.append(f"trial {result.trials}: no grant within {bound_s} s after the fault")
+        else:
+            result.recoveries.append(nxt[1]["t_ns"] - t0)
+
+
+def available_workers():
+    langs = [("rust", [os.path.join(ROOT, "target", "release", "examples", "demo_worker")])]
+    subprocess.run(
+        ["cargo", "build", "--release", "-q", "-p", "polylock", "--example", "demo_worker"], check=True, cwd=ROOT
+    )
+    for lang in ("python", "node", "java"):
+        run = os.path.join(ROOT, "demo", "workers", lang, "run")
+        if os.access(run, os.X_OK) and subprocess.run([run, "--prepare"], cwd=ROOT).returncode == 0:
+            langs.append((lang, [run]))
+    return langs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--trials", type=int, default=20, help="trials per fault and backend (default 20)")
+    ap.add_argument("--only", help="comma-separated faults to run")
+    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "faults", "RESULTS.md"))
+    args = ap.parse_args()
+    env = os.environ
+    resource_url = env["POLYLOCK_TEST_REDIS"]
+    langs = available_workers()
+    print(f"workers: {', '.join(lang for lang, _ in langs)}", flush=True)
+    plan = [
+        # fault, backend label, lock server URL, recovery bound (s)
+        ("sigkill", "redis", env["POLYLOCK_TEST_REDIS2"], LEASE_MS / 1000 + 2),
+        ("sigstop", "redis", env["POLYLOCK_TEST_REDIS2"], LEASE_MS / 1000 + 2),
+        ("cut-hold", "redis", env["POLYLOCK_TEST_REDIS2"], 10),
+        ("cut-acquire", "redis", env["POLYLOCK_TEST_REDIS2"], 20),
+        ("restart", "redis", env["POLYLOCK_TEST_REDIS2"], 10),
+        ("sigkill", "zookeeper", env["POLYLOCK_TEST_ZK"], SESSION_MS / 1000 + 3),
+        ("sigstop", "zookeeper", env["POLYLOCK_TEST_ZK"], SESSION_MS / 1000 + 3),
+        ("cut-hold", "zookeeper", env["POLYLOCK_TEST_ZK"], 10),
+        ("cut-acquire", "zookeeper", env["POLYLOCK_TEST_ZK"], 20),
+        ("leader-kill", "zookeeper ensemble", env["POLYLOCK_TEST_ZK_ENSEMBLE"], 15),
+    ]
+    if args.only:
+        keep = set(args.only.split(","))
+        plan = [p for p in plan if p[0] in keep]
+    results = []
+    started = time.time()
+    for fault, backend, url, bound in plan:
+        res = Result(fault, backend)
+        pool = Pool(backend, url, langs, resource_url)
+        t = time.time()
+        try:
+            if pool.wait_grant(60) is None:
+                res.failures.append("the workers never got the lock")
+            else:
+                run_fault(fault, pool, args.trials, res, bound, port_of(url))
+        finally:
+            pool.close()
+        res.stale, res.overlaps, res.refused, problems = pool.verify()
+        res.failures += problems
+        if res.stale:
+            res.failures.append(f"{res.stale} stale writes accepted")
+        results.append(res)
+        print(f"{fault} on {backend}: {res.trials} trials in {time.time() - t:.0f} s, "
+              f"{'ok' if not res.failures else 'FAILED: ' + '; '.join(res.failures[:3])}", flush=True)
+    table = [
+        "| fault | backend | trials | stale writes accepted | stale writes refused | overlapping sections (fencing off) | worst recovery ms | result |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ] + [r.row() for r in results]
+    text = (
+        f"Workers: {', '.join(lang for lang, _ in langs)}; Redis lease {LEASE_MS} ms, ZooKeeper session "
+        f"{SESSION_MS} ms, critical section {HOLD_MS} ms; {args.trials} trials per row; "
+        f"{time.time() - started:.0f} s in all.\n\n" + "\n".join(table) + "\n"
+    )
+    print(text)
+    with open(args.out, "w") as f:
+        f.write("# Cross-language fault suite: latest run\n\n`tests/run` (or `python3 tests/faults/faults.py "
+                "--trials N`).\n\n" + text)
+    failed = [r for r in results if r.failures]
+    passed = len(results) - len(failed)
+    print(f"faults: {passed} passed, {len(failed)} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
