@@ -20,13 +20,14 @@ import argparse
 import json
 import sys
 from collections import defaultdict
+from itertools import pairwise
 
 
 def check(records, resource, faults):
     problems = []
     by_start = sorted(records, key=lambda r: r["start_ns"])
     overlaps = 0
-    for a, b in zip(by_start, by_start[1:]):
+    for a, b in pairwise(by_start):
         if b["start_ns"] < a["end_ns"]:
             overlaps += 1
             if not faults:
@@ -34,7 +35,7 @@ def check(records, resource, faults):
                     f"overlap: {a['lang']}/{a['worker']} token {a['token']} and "
                     f"{b['lang']}/{b['worker']} token {b['token']}"
                 )
-    for a, b in zip(by_start, by_start[1:]):
+    for a, b in pairwise(by_start):
         if not faults and b["token"] <= a["token"]:
             problems.append(f"token {b['token']} granted after token {a['token']}")
     last = 0

@@ -38,8 +38,8 @@ step "stubtest"
 python -m mypy.stubtest polylock._native
 
 step "ruff + mypy"
-ruff check python tests "$repo/bench/python"
-ruff format --check python tests "$repo/bench/python"
+ruff check python tests "$repo/bench/python" "$repo/demo/workers/python"
+ruff format --check python tests "$repo/bench/python" "$repo/demo/workers/python"
 mypy --strict python/polylock
 
 step "pytest"

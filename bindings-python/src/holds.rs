@@ -4,6 +4,14 @@
 //! and calls `Guard::release`, which is what reports a loss. Every `Lock`
 //! object of one client and name shares one `Holds`, so a thread may
 //! acquire through one handle and release through another.
+//!
+//! Why not just `Lock::release_as(owner)`, now that it reports `Lost` once
+//! per lost hold: (1) the core forgets those pending reports when the owner
+//! acquires again (`LockMachine::acquire` clears `lost`), so a `with` block
+//! entered after a loss inside an outer one would make the outer exit say
+//! NotHeld instead of LockLostError; the guards keep each hold's loss.
+//! (2) `lock.fencing_token` needs the owner's token, which only a `Guard`
+//! carries (the runtime has no per-owner token query).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,13 +28,15 @@ impl Holds {
         self.by_owner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Parks a grant. Returns true when it is the owner's first hold (the
-    /// moment to start watching for a loss).
+    /// Parks a grant. Returns true when it starts a new hold of the owner
+    /// (its first, or the first after a loss, which has a loss watch of
+    /// its own): the moment to start watching for a loss.
     pub(crate) fn push(&self, owner: u64, guard: Guard) -> bool {
         let mut guards = self.guards();
         let stack = guards.entry(owner).or_default();
+        let fresh = stack.last().is_none_or(|newest| newest.lost_reason().is_some());
         stack.push(guard);
-        stack.len() == 1
+        fresh
     }
 
     /// The owner's newest grant, to release it.

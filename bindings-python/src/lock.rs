@@ -65,6 +65,20 @@ async fn report_loss(mut watch: tokio::sync::watch::Receiver<Option<polylock::Lo
     .await;
 }
 
+/// Ends one hold. A lost one reports its loss, and also takes the runtime's
+/// pending loss report for that owner (`Guard::release` leaves it, and the
+/// client keeps the lock's state until it is taken or the owner acquires
+/// again). Holds are popped newest first, so the owner holds nothing newer
+/// that `release_as` could end instead.
+async fn release_guard(guard: Guard) -> polylock::Result<()> {
+    let Some(reason) = guard.lost_reason() else { return guard.release().await };
+    let (lock, owner) = (guard.lock().clone(), guard.owner());
+    let _ = guard.into_token();
+    // Err(Lost), or Err(NotHeld) if a re-acquire already cleared the report.
+    let _ = lock.release_as(owner).await;
+    Err(polylock::Error::Lost { name: lock.name().to_owned(), reason })
+}
+
 #[pyclass(frozen, module = "polylock._native")]
 pub(crate) struct Lock {
     inner: ProcessBound<LockInner>,
@@ -102,7 +116,7 @@ impl Lock {
     fn release(&self, py: Python<'_>, owner: u64) -> PyResult<()> {
         let inner = self.inner.get()?;
         let guard = inner.holds.pop(owner).ok_or_else(|| not_held(inner.lock.name()))?;
-        wait(py, OnInterrupt::Detach, guard.release())?.map_err(to_py)
+        wait(py, OnInterrupt::Detach, release_guard(guard))?.map_err(to_py)
     }
 
     /// Starts an acquire for `owner`; `done(True, None)` or `done(None, exc)`
@@ -156,7 +170,7 @@ impl Lock {
         let inner = self.inner.get()?;
         let guard = inner.holds.pop(owner).ok_or_else(|| not_held(inner.lock.name()))?;
         runtime()?.spawn(async move {
-            let outcome = guard.release().await;
+            let outcome = release_guard(guard).await;
             Python::try_attach(|py| {
                 let error = match outcome {
                     Ok(()) => PyNone::get(py).to_owned().into_any(),

@@ -60,6 +60,33 @@ def test_redis_loss_inside_nested_async_with_is_raised_once(raw_redis: redis.Red
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
+def test_redis_reacquire_inside_a_lost_block_keeps_the_outer_loss(raw_redis: redis.Redis) -> None:
+    """A block re-entered after a loss holds the lock afresh; the outer
+    block still ends in LockLostError (the runtime's release_as alone would
+    say NotHeld there: a new acquire clears its pending loss reports), and
+    a second loss of the fresh hold is reported to on_lost again."""
+    name = unique("lost-reacquire")
+    lost = LossRecorder()
+    with polylock.connect(redis_url()) as client:
+        lock = client.lock(name, lease=1.0, on_lost=lost)
+        with pytest.raises(polylock.LockLostError) as outer, lock:
+            raw_redis.delete(name)
+            assert lost.called.wait(10), "on_lost was not called"
+            with lock:  # granted afresh, with a new token
+                assert lock.held
+                assert raw_redis.exists(name)
+            assert not lock.held
+            with pytest.raises(polylock.LockLostError), lock:
+                lost.called.clear()
+                raw_redis.delete(name)
+                assert lost.called.wait(10), "on_lost was not called for the fresh hold"
+        assert outer.value.name == name
+        assert len(lost.reasons) == 2
+        assert eventually(lambda: not raw_redis.exists(name))
+        with pytest.raises(polylock.NotHeldError):
+            lock.release()
+
+
 def test_on_lost_exceptions_are_printed_not_raised(
     raw_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+from itertools import pairwise
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SERVICES = os.path.join(ROOT, "scripts", "services")
@@ -49,7 +50,7 @@ def now_ns():
 
 
 def redis_cli(url, *args):
-    out = subprocess.run(["redis-cli", "-u", url, *args], capture_output=True, text=True, timeout=30)
+    out = subprocess.run(["redis-cli", "-u", url, *args], capture_output=True, text=True, timeout=30, check=False)
     return out.stdout.strip()
 
 
@@ -185,7 +186,7 @@ class Pool:
                 stale += 1
             top = max(top, r["token"])
         spans = sorted(self.records, key=lambda r: r["start_ns"])
-        overlaps = sum(1 for a, b in zip(spans, spans[1:]) if b["start_ns"] < a["end_ns"])
+        overlaps = sum(1 for a, b in pairwise(spans) if b["start_ns"] < a["end_ns"])
         count = int(redis_cli(self.resource_url, "HGET", self.resource, "count") or 0)
         acc = int(redis_cli(self.resource_url, "HGET", self.resource, "accepted") or 0)
         refused = int(redis_cli(self.resource_url, "HGET", self.resource, "refused") or 0)
@@ -198,7 +199,7 @@ class Pool:
 
 def cut_connections(pid, port):
     """Closes every TCP connection of `pid` to 127.0.0.1:`port` (ss -K)."""
-    out = subprocess.run(["ss", "-tnpH", "dst", f"127.0.0.1:{port}"], capture_output=True, text=True).stdout
+    out = subprocess.run(["ss", "-tnpH", "dst", f"127.0.0.1:{port}"], capture_output=True, text=True, check=False).stdout
     killed = 0
     for line in out.splitlines():
         if f"pid={pid}," not in line:
@@ -208,6 +209,7 @@ def cut_connections(pid, port):
         subprocess.run(
             ["ss", "-K", "src", "127.0.0.1", "sport", "=", f":{sport}", "dst", "127.0.0.1", "dport", "=", f":{port}"],
             capture_output=True,
+            check=False,
         )
         killed += 1
     return killed
@@ -267,14 +269,14 @@ def run_fault(fault, pool, trials, result, bound_s, lock_port):
             cut_connections(victim.pid, lock_port)
             nxt = pool.wait_grant(bound_s, by=victim, after_ns=t0)
         elif fault == "restart":
-            subprocess.run(["bash", SERVICES, "restart-redis", "redis2"], capture_output=True, timeout=60)
+            subprocess.run(["bash", SERVICES, "restart-redis", "redis2"], capture_output=True, timeout=60, check=False)
             nxt = pool.wait_grant(bound_s, after_ns=now_ns())
         elif fault == "leader-kill":
-            leader = subprocess.run(["bash", SERVICES, "zk-leader"], capture_output=True, text=True, timeout=60)
+            leader = subprocess.run(["bash", SERVICES, "zk-leader"], capture_output=True, text=True, timeout=60, check=False)
             port = leader.stdout.strip()
-            subprocess.run(["bash", SERVICES, "kill-zk", port], capture_output=True, timeout=60)
+            subprocess.run(["bash", SERVICES, "kill-zk", port], capture_output=True, timeout=60, check=False)
             nxt = pool.wait_grant(bound_s, after_ns=now_ns())
-            subprocess.run(["bash", SERVICES, "start-zk", port], capture_output=True, timeout=120)
+            subprocess.run(["bash", SERVICES, "start-zk", port], capture_output=True, timeout=120, check=False)
         else:
             raise ValueError(fault)
         if nxt is None:
@@ -290,7 +292,7 @@ def available_workers():
     )
     for lang in ("python", "node", "java"):
         run = os.path.join(ROOT, "demo", "workers", lang, "run")
-        if os.access(run, os.X_OK) and subprocess.run([run, "--prepare"], cwd=ROOT).returncode == 0:
+        if os.access(run, os.X_OK) and subprocess.run([run, "--prepare"], cwd=ROOT, check=False).returncode == 0:
             langs.append((lang, [run]))
     return langs
 

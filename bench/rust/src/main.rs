@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use polylock::{Client, OwnerId};
 use zookeeper_client as zk;
 
+mod extra;
+
 struct Stats {
     name: &'static str,
     p50: f64,
@@ -49,6 +51,9 @@ fn host_port(url: &str) -> String {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--handoff-waiter") {
+        return extra::handoff_waiter(&args[2], &args[3]).await;
+    }
     let arg = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1)).cloned();
     let n: usize = arg("--iterations").map_or(2000, |v| v.parse().expect("--iterations N"));
     let out = arg("--out").unwrap_or_else(|| "bench/rust".into());
@@ -170,6 +175,13 @@ async fn main() {
         .await,
     ));
 
+    // Handoff: a holder releases while a waiter in another process is blocked.
+    let exe = std::env::current_exe().unwrap();
+    let handoffs = (n / 20).max(50);
+    rows.push(stats("polylock redis handoff (waiter in another process)", extra::handoff(&exe, &redis_url, &format!("{name}-handoff"), handoffs).await));
+    rows.push(stats("polylock zookeeper handoff (waiter in another process)", extra::handoff(&exe, &zk_url, &format!("/{name}-handoff"), handoffs).await));
+    let extras = extra::everything_else(&redis_url, &zk_url, &name).await;
+
     let ping = rows[0].p50;
     let scripts = rows[1].p50;
     let exists = rows[3].p50;
@@ -185,14 +197,21 @@ async fn main() {
         };
         md.push_str(&format!("| {} | {:.0} | {:.0} | {} |\n", r.name, r.p50, r.p99, ratio));
     }
-    md.push_str(&format!("\n{n} iterations each after {} warm-up, one process, servers on loopback.\n", n / 10));
+    md.push_str(&format!(
+        "\n{n} iterations each after {} warm-up ({handoffs} handoffs), servers on loopback. Handoff ratios: redis {:.2}× a PING, zookeeper {:.2}× an exists.\n\n",
+        n / 10,
+        rows[6].p50 / ping,
+        rows[7].p50 / exists
+    ));
+    md.push_str(&extras.markdown);
     print!("{md}");
     let json = format!(
-        "{{\n{}\n}}\n",
+        "{{\n  \"latency\": {{\n{}\n  }},\n  \"extra\": {}\n}}\n",
         rows.iter()
-            .map(|r| format!("  \"{}\": {{\"p50_us\": {:.1}, \"p99_us\": {:.1}}}", r.name, r.p50, r.p99))
+            .map(|r| format!("    \"{}\": {{\"p50_us\": {:.1}, \"p99_us\": {:.1}}}", r.name, r.p50, r.p99))
             .collect::<Vec<_>>()
-            .join(",\n")
+            .join(",\n"),
+        extras.json
     );
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(format!("{out}/results.md"), &md).unwrap();

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Builds bench/REPORT.md and bench/latency.png from the results each
+language's benchmark wrote (bench/<lang>/results.json). Every conclusion is a
+ratio between figures of one run: polylock over the floor (raw round trips
+from the same language) and polylock over each peer library."""
+
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load(lang):
+    path = os.path.join(HERE, lang, "results.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def row(lang, backend, system, metric, p50, p99, polylock=False):
+    return {"lang": lang, "backend": backend, "system": system, "metric": metric,
+            "p50": p50, "p99": p99, "polylock": polylock}
+
+
+def rust_rows(d):
+    lat = d.get("latency", d)
+    names = {
+        "redis PING (raw round trip)": ("redis", "floor: redis PING", "floor", False),
+        "polylock redis acquire+release": ("redis", "polylock", "uncontended", True),
+        "polylock redis handoff (waiter in another process)": ("redis", "polylock", "handoff", True),
+        "zookeeper exists (raw round trip)": ("zookeeper", "floor: zookeeper exists", "floor", False),
+        "zookeeper naive lock raw: create+getChildren pipelined, delete": ("zookeeper", "naive raw lock (create+getChildren, delete)", "uncontended", False),
+        "polylock zookeeper acquire+release": ("zookeeper", "polylock", "uncontended", True),
+        "polylock zookeeper handoff (waiter in another process)": ("zookeeper", "polylock", "handoff", True),
+    }
+    out = []
+    for k, v in lat.items():
+        if k in names:
+            b, s, m, p = names[k]
+            out.append(row("rust", b, s, m, v["p50_us"], v["p99_us"], p))
+    return out
+
+
+def python_rows(d):
+    out = []
+    for name, r in d["results"].items():
+        b = r["backend"]
+        poly = name.startswith("polylock")
+        system = "polylock" if poly else name
+        if name.startswith("floor"):
+            out.append(row("python", b, name, "floor", r["uncontended_us"]["p50"], r["uncontended_us"]["p99"]))
+            continue
+        if r.get("uncontended_us"):
+            out.append(row("python", b, system, "uncontended", r["uncontended_us"]["p50"], r["uncontended_us"]["p99"], poly))
+        if r.get("handoff_us"):
+            out.append(row("python", b, system, "handoff", r["handoff_us"]["p50"], r["handoff_us"]["p99"], poly))
+    return out
+
+
+def node_rows(d):
+    out = []
+    for b in ("redis", "zookeeper"):
+        for name, r in d.get(b, {}).items():
+            poly = name == "polylock"
+            for metric in ("uncontended", "handoff"):
+                if metric in r:
+                    out.append(row("node", b, name, metric, r[metric]["p50"] * 1000, r[metric]["p99"] * 1000, poly))
+    floor = d.get("floor", {})
+    if "p50" in floor:  # one floor: ioredis PING
+        out.append(row("node", "redis", "floor: ioredis PING", "floor", floor["p50"] * 1000, floor["p99"] * 1000))
+    return out
+
+
+def jvm_rows(d):
+    out = []
+    for r in d:
+        op, system = r["operation"], r["system"]
+        b = "zookeeper" if ("zk" in system.lower() or "zookeeper" in system.lower() or "curator" in system.lower()) else "redis"
+        poly = system.startswith("polylock")
+        metric = "floor" if op.startswith("floor") else ("handoff" if op.startswith("handoff") else "uncontended")
+        name = "polylock" if poly else (f"floor: {system}" if metric == "floor" else system)
+        out.append(row("java", b, name, metric, r["p50_us"], r["p99_us"], poly))
+    return out
+
+
+def fmt(x):
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+
+
+def main():
+    rows, extra, missing = [], {}, []
+    for lang, conv in (("rust", rust_rows), ("python", python_rows), ("node", node_rows), ("jvm", jvm_rows)):
+        d = load(lang)
+        if d is None:
+            missing.append(lang)
+            continue
+        try:
+            rows += conv(d)
+        except (KeyError, TypeError) as e:
+            print(f"warning: cannot read bench/{lang}/results.json: {e!r}", file=sys.stderr)
+            missing.append(lang)
+        if lang == "rust" and isinstance(d, dict):
+            extra = d.get("extra", {})
+
+    def find(lang, backend, metric, polylock=None, system=None):
+        for r in rows:
+            if r["lang"] == lang and r["backend"] == backend and r["metric"] == metric:
+                if polylock is not None and r["polylock"] != polylock:
+                    continue
+                if system is not None and r["system"] != system:
+                    continue
+                return r
+        return None
+
+    md = ["# polylock benchmark report", "",
+          "Produced by `bench/run` (servers on loopback, one machine of 2 cores). Conclusions are ratios of",
+          "figures from the same run; absolute times vary with the machine. Latencies in µs.", ""]
+    langs = sorted({r["lang"] for r in rows}, key=["rust", "python", "node", "java"].index)
+    targets = []
+    for lang in langs:
+        md += [f"## {lang}", "", "| backend | metric | system | p50 | p99 | polylock p50 / this p50 |", "|---|---|---|---:|---:|---:|"]
+        for r in sorted((r for r in rows if r["lang"] == lang), key=lambda r: (r["backend"], ["floor", "uncontended", "handoff"].index(r["metric"]), not r["polylock"])):
+            poly = find(lang, r["backend"], r["metric"] if r["metric"] != "floor" else "uncontended", polylock=True)
+            ratio = "" if (r["polylock"] or poly is None) else f"{poly['p50'] / r['p50']:.2f}"
+            md.append(f"| {r['backend']} | {r['metric']} | {r['system']} | {fmt(r['p50'])} | {fmt(r['p99'])} | {ratio} |")
+        md.append("")
+        # Targets for this language.
+        floor = find(lang, "redis", "floor")
+        poly_u = find(lang, "redis", "uncontended", polylock=True)
+        if floor and poly_u:
+            limit = 1.1 if lang == "rust" else 1.3
+            ratio = poly_u["p50"] / (2 * floor["p50"])
+            targets.append((f"{lang}: Redis uncontended acquire+release within {limit}× two raw round trips",
+                            ratio <= limit, f"{ratio:.2f}× ({fmt(poly_u['p50'])} µs vs 2 × {fmt(floor['p50'])} µs)"))
+        for b in ("redis", "zookeeper"):
+            for metric in ("uncontended", "handoff"):
+                p = find(lang, b, metric, polylock=True)
+                peers = [r for r in rows if r["lang"] == lang and r["backend"] == b and r["metric"] == metric
+                         and not r["polylock"] and not r["system"].startswith("naive")]
+                if p and peers:
+                    worst = max(p["p50"] / q["p50"] for q in peers)
+                    targets.append((f"{lang}: faster than every {b} peer on {metric} p50", worst < 1.0,
+                                    ", ".join(f"{p['p50'] / q['p50']:.2f}× {q['system']}" for q in peers)))
+    rf, rh = find("rust", "redis", "floor"), find("rust", "redis", "handoff", polylock=True)
+    if rf and rh:
+        targets.append(("Redis handoff within 3 raw round trips (Rust)", rh["p50"] <= 3 * rf["p50"],
+                        f"{rh['p50'] / rf['p50']:.1f} round trips"))
+    zf, zh = find("rust", "zookeeper", "floor"), find("rust", "zookeeper", "handoff", polylock=True)
+    if zf and zh:
+        targets.append(("ZooKeeper handoff within 3 ZooKeeper round trips (Rust)", zh["p50"] <= 3 * zf["p50"],
+                        f"{zh['p50'] / zf['p50']:.1f} round trips"))
+    zn, zp = find("rust", "zookeeper", "uncontended", polylock=False), find("rust", "zookeeper", "uncontended", polylock=True)
+    if zn and zp:
+        targets.append(("ZooKeeper uncontended no slower than the naive raw sequence (Rust)", zp["p50"] <= zn["p50"],
+                        f"{zp['p50'] / zn['p50']:.2f}×"))
+    herd = {k: v for k, v in extra.items() if k.startswith("herd_")}
+    if herd:
+        md += ["## Herd: server work per handoff as waiters grow (Rust clients)", "",
+               "| waiters | Redis client requests | Redis commands incl. inside scripts | ZooKeeper packets received |",
+               "|---:|---:|---:|---:|"]
+        for k in sorted(herd, key=lambda k: int(k.split("_")[1])):
+            v = herd[k]
+            md.append(f"| {k.split('_')[1]} | {v.get('redis_requests', 0):.1f} | {v.get('redis_commands', 0):.1f} | {v.get('zookeeper_packets', 0):.1f} |")
+        md.append("")
+        vals = [v.get("redis_requests", 0) for v in herd.values()] + [v.get("zookeeper_packets", 0) for v in herd.values()]
+        by_waiters = sorted(herd, key=lambda k: int(k.split("_")[1]))
+        first, last = herd[by_waiters[0]], herd[by_waiters[-1]]
+        flat = all(last[k] <= first[k] * 1.25 + 0.5 for k in first)
+        targets.append(("Server commands per handoff independent of the number of waiters", flat and bool(vals),
+                        f"1 → {by_waiters[-1].split('_')[1]} waiters: "
+                        + ", ".join(f"{k} {first[k]:.1f} → {last[k]:.1f}" for k in first)))
+    if "throughput_redis" in extra:
+        md += ["## Throughput (Rust, one client process, 1,000 distinct locks, 64 concurrent)", "",
+               f"Redis {extra['throughput_redis']:.0f} acquire+release/s; ZooKeeper {extra.get('throughput_zookeeper', 0):.0f}/s.", ""]
+    if "memory" in extra:
+        m = extra["memory"]
+        summary = (
+            f"{m['bytes_per_held']:.0f} bytes per held lock, {m['bytes_per_waiting']:.0f} bytes per waiting lock; "
+            f"{m['threads_before']} threads before and {m['threads_renewing_10k']} while 10,000 leases are renewed "
+            "(one timer task renews every lease: no thread or task per lock)."
+        )
+        md += ["## Client memory and threads (Rust, Redis, 10,000 locks)", "", summary, ""]
+    md += ["## Targets", "", "| target | met | figure |", "|---|---|---|"]
+    md += [f"| {t} | {'yes' if ok else '**no**'} | {fig} |" for t, ok, fig in targets]
+    if missing:
+        md += ["", f"Not in this report (no results): {', '.join(missing)}."]
+    md += ["", "![latency distributions](latency.png)", ""]
+    with open(os.path.join(HERE, "REPORT.md"), "w") as f:
+        f.write("\n".join(md))
+    print("\n".join(md))
+    chart(rows)
+
+
+def chart(rows):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no chart", file=sys.stderr)
+        return
+    panels = [(lang, b) for lang in ["rust", "python", "node", "java"] for b in ("redis", "zookeeper")
+              if any(r["lang"] == lang and r["backend"] == b for r in rows)]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, 2.2 * len(panels)), squeeze=False)
+    for ax, (lang, b) in zip(axes[:, 0], panels):
+        rs = sorted((r for r in rows if r["lang"] == lang and r["backend"] == b),
+                    key=lambda r: (["floor", "uncontended", "handoff"].index(r["metric"]), not r["polylock"]))
+        labels = [r["system"] if r["metric"] == "floor" else f"{r['metric']}: {r['system']}" for r in rs]
+        y = range(len(rs))
+        ax.barh(y, [r["p99"] for r in rs], color=["#f4a582" if r["polylock"] else "#cccccc" for r in rs], label="p99")
+        ax.barh(y, [r["p50"] for r in rs], color=["#ca0020" if r["polylock"] else "#666666" for r in rs], label="p50")
+        ax.set_yticks(list(y))
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.set_xscale("log")
+        ax.set_title(f"{lang} / {b}: latency µs (dark p50, light p99; red = polylock)", fontsize=9)
+        ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(os.path.join(HERE, "latency.png"), dpi=90)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,296 @@
+//! The measurements beyond single-operation latency: cross-process handoff,
+//! server commands per handoff as waiters grow (the herd test), throughput
+//! over many locks, and client memory and threads with many locks.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use polylock::{Client, ClientOptions, OwnerId};
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The child side of the handoff test: wait, print the grant time, release, pause.
+pub async fn handoff_waiter(url: &str, name: &str) {
+    let client = Client::connect(url).await.unwrap();
+    let lock = client.lock(name).unwrap();
+    let stdin = std::io::stdin();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        // The parent says "go" when it holds the lock; we then block on it.
+        if stdin.lock().read_line(&mut line).unwrap() == 0 || line.trim() == "stop" {
+            break;
+        }
+        let g = lock.acquire_as(OwnerId(2), None).await.unwrap();
+        let t = monotonic_ns();
+        g.release().await.unwrap();
+        println!("{t}");
+        std::io::stdout().flush().unwrap();
+    }
+    client.close().await;
+}
+
+/// Holder in this process, waiter in another: time from the release call
+/// to the waiter's acquire returning.
+pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> Vec<Duration> {
+    let mut child = Command::new(exe)
+        .args(["--handoff-waiter", url, name])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut to_child = child.stdin.take().unwrap();
+    let mut from_child = BufReader::new(child.stdout.take().unwrap());
+    let client = Client::connect(url).await.unwrap();
+    let lock = client.lock(name).unwrap();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n + 5 {
+        let g = lock.acquire_as(OwnerId(1), None).await.unwrap();
+        writeln!(to_child, "go").unwrap();
+        // Let the waiter reach the server and block.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let t0 = monotonic_ns();
+        g.release().await.unwrap();
+        let mut line = String::new();
+        from_child.read_line(&mut line).unwrap();
+        let t1: u64 = line.trim().parse().unwrap();
+        if i >= 5 {
+            out.push(Duration::from_nanos(t1.saturating_sub(t0)));
+        }
+    }
+    writeln!(to_child, "stop").unwrap();
+    let _ = child.wait();
+    client.close().await;
+    out
+}
+
+pub struct Extras {
+    pub markdown: String,
+    pub json: String,
+}
+
+/// (requests clients sent, commands executed including those inside scripts).
+async fn redis_commands(url: &str) -> (u64, u64) {
+    let mut c = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut c).await.unwrap();
+    let (mut requests, mut all) = (0, 0);
+    for line in info.lines() {
+        let Some((cmd, rest)) = line.strip_prefix("cmdstat_").and_then(|l| l.split_once(':')) else { continue };
+        let calls: u64 = rest.split(',').find_map(|kv| kv.strip_prefix("calls=")).and_then(|v| v.parse().ok()).unwrap_or(0);
+        all += calls;
+        // What a client sends; everything else here runs inside a script.
+        if matches!(cmd, "evalsha" | "eval" | "subscribe" | "unsubscribe" | "ping" | "script|load" | "info") {
+            requests += calls;
+        }
+    }
+    (requests, all)
+}
+
+/// ZooKeeper `mntr`: packets the server received (requests, pings included).
+fn zk_packets(url: &str) -> u64 {
+    use std::io::Read;
+    let hp = url.split("://").nth(1).unwrap().split('/').next().unwrap();
+    let mut s = std::net::TcpStream::connect(hp).unwrap();
+    s.write_all(b"mntr").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("zk_packets_received"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap()
+}
+
+/// `waiters` clients (each its own connections) cycle on one lock for
+/// `dur`; returns (client requests, server commands) per grant (one grant = one handoff).
+async fn herd(url: &str, name: &str, waiters: usize, dur: Duration) -> (f64, f64) {
+    let opts = ClientOptions { connect_timeout: Duration::from_secs(20), ..Default::default() };
+    let mut clients = Vec::new();
+    for _ in 0..=waiters {
+        clients.push(Client::connect_with(url, opts.clone()).await.unwrap());
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let grants = Arc::new(AtomicU64::new(0));
+    let counting = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for c in &clients {
+        let lock = c.lock(name).unwrap();
+        let (stop, grants, counting) = (stop.clone(), grants.clone(), counting.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let g = lock.acquire_as(OwnerId(1), None).await.unwrap();
+                if counting.load(Ordering::Relaxed) {
+                    grants.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                g.release().await.unwrap();
+            }
+        }));
+    }
+    // Let every client queue up, then count.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let zk = url.starts_with("zk");
+    let before = if zk { (zk_packets(url), 0) } else { redis_commands(url).await };
+    counting.store(true, Ordering::Relaxed);
+    tokio::time::sleep(dur).await;
+    counting.store(false, Ordering::Relaxed);
+    let after = if zk { (zk_packets(url), 0) } else { redis_commands(url).await };
+    let n = grants.load(Ordering::Relaxed).max(1);
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(30), t).await;
+    }
+    for c in &clients {
+        c.close().await;
+    }
+    // The stats query itself is one request.
+    let per = |a: u64, b: u64| a.saturating_sub(b).saturating_sub(1) as f64 / n as f64;
+    (per(after.0, before.0), per(after.1, before.1))
+}
+
+/// Acquire+release per second over `locks` distinct names, `tasks` at a time, from one client.
+async fn throughput(url: &str, prefix: &str, locks: usize, tasks: usize, dur: Duration) -> f64 {
+    let client = Client::connect(url).await.unwrap();
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut hs = Vec::new();
+    for t in 0..tasks {
+        let (client, done, stop) = (client.clone(), done.clone(), stop.clone());
+        let prefix = prefix.to_owned();
+        hs.push(tokio::spawn(async move {
+            let mut i = t;
+            while !stop.load(Ordering::Relaxed) {
+                let lock = client.lock(&format!("{prefix}/{}", i % locks)).unwrap();
+                let g = lock.acquire_as(OwnerId(t as u64), None).await.unwrap();
+                g.release().await.unwrap();
+                done.fetch_add(1, Ordering::Relaxed);
+                i += tasks;
+            }
+        }));
+    }
+    let t0 = Instant::now();
+    tokio::time::sleep(dur).await;
+    stop.store(true, Ordering::Relaxed);
+    let n = done.load(Ordering::Relaxed);
+    let secs = t0.elapsed().as_secs_f64();
+    for h in hs {
+        let _ = h.await;
+    }
+    client.close().await;
+    n as f64 / secs
+}
+
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+fn threads() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status.lines().find_map(|l| l.strip_prefix("Threads:")).unwrap().trim().parse().unwrap()
+}
+
+/// Memory per held and per waiting lock, and threads, with `n` locks.
+async fn memory(url: &str, prefix: &str, n: usize) -> (f64, f64, u64, u64) {
+    let opts = ClientOptions { lease: Duration::from_secs(10), ..Default::default() };
+    let holder = Client::connect_with(url, opts.clone()).await.unwrap();
+    let waiter = Client::connect_with(url, opts).await.unwrap();
+    let threads_before = threads();
+    let base = rss_bytes();
+    let mut guards = Vec::with_capacity(n);
+    let mut pending = futures_like::Batch::default();
+    for i in 0..n {
+        let lock = holder.lock(&format!("{prefix}/{i}")).unwrap();
+        pending.push(tokio::spawn(async move { lock.acquire_as(OwnerId(1), None).await.unwrap() }));
+        if pending.len() >= 200 {
+            guards.extend(pending.drain().await);
+        }
+    }
+    guards.extend(pending.drain().await);
+    let held = rss_bytes();
+    // Renewals run every lease/3 for all of them; count threads meanwhile.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let threads_held = threads();
+    let mut waits = Vec::with_capacity(n);
+    for i in 0..n {
+        let lock = waiter.lock(&format!("{prefix}/{i}")).unwrap();
+        waits.push(tokio::spawn(async move { lock.acquire_as(OwnerId(2), None).await.map(|g| g.into_token()) }));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let waiting = rss_bytes();
+    for w in &waits {
+        w.abort();
+    }
+    drop(guards);
+    holder.close().await;
+    waiter.close().await;
+    let per_held = held.saturating_sub(base) as f64 / n as f64;
+    let per_wait = waiting.saturating_sub(held) as f64 / n as f64;
+    (per_held, per_wait, threads_before, threads_held)
+}
+
+mod futures_like {
+    use tokio::task::JoinHandle;
+
+    /// A batch of spawned tasks awaited together.
+    pub struct Batch<T>(Vec<JoinHandle<T>>);
+
+    impl<T> Default for Batch<T> {
+        fn default() -> Self {
+            Batch(Vec::new())
+        }
+    }
+
+    impl<T> Batch<T> {
+        pub fn push(&mut self, h: JoinHandle<T>) {
+            self.0.push(h);
+        }
+        pub fn len(&self) -> usize {
+            self.0.len()
+        }
+        pub async fn drain(&mut self) -> Vec<T> {
+            let mut out = Vec::new();
+            for h in self.0.drain(..) {
+                out.push(h.await.unwrap());
+            }
+            out
+        }
+    }
+}
+
+pub async fn everything_else(redis_url: &str, zk_url: &str, name: &str) -> Extras {
+    let mut md = String::from("Server work per handoff as waiters grow (herd test: every waiter a separate client; each one re-queues after its turn):\n\n| waiters | redis: client requests | redis: commands incl. inside scripts | zookeeper: packets received (incl. pings) |\n|---:|---:|---:|---:|\n");
+    let mut json = Vec::new();
+    for w in [1usize, 10, 100] {
+        let (rq, rc) = herd(redis_url, &format!("{name}-herd-{w}"), w, Duration::from_secs(2)).await;
+        let (z, _) = herd(zk_url, &format!("/{name}-herd-{w}"), w, Duration::from_secs(3)).await;
+        md.push_str(&format!("| {w} | {rq:.1} | {rc:.1} | {z:.1} |\n"));
+        json.push(format!(
+            "\"herd_{w}\": {{\"redis_requests\": {rq:.2}, \"redis_commands\": {rc:.2}, \"zookeeper_packets\": {z:.2}}}"
+        ));
+    }
+    md.push_str("\nThroughput, acquire+release per second over 1,000 distinct locks, 64 at a time, one client process:\n\n| backend | ops/s |\n|---|---:|\n");
+    for (b, url, prefix) in [("redis", redis_url, format!("{name}-tp")), ("zookeeper", zk_url, format!("/{name}-tp"))] {
+        let ops = throughput(url, &prefix, 1000, 64, Duration::from_secs(3)).await;
+        md.push_str(&format!("| {b} | {ops:.0} |\n"));
+        json.push(format!("\"throughput_{b}\": {ops:.0}"));
+    }
+    md.push_str("\nClient memory and threads with 10,000 locks (Redis; leases renewed in the background):\n\n");
+    let (held, wait, t0, t1) = memory(redis_url, &format!("{name}-mem"), 10_000).await;
+    md.push_str(&format!(
+        "| per held lock | per waiting lock | process threads before | with 10,000 leases renewing |\n|---:|---:|---:|---:|\n| {:.0} B | {:.0} B | {t0} | {t1} |\n",
+        held, wait
+    ));
+    json.push(format!(
+        "\"memory\": {{\"bytes_per_held\": {held:.0}, \"bytes_per_waiting\": {wait:.0}, \"threads_before\": {t0}, \"threads_renewing_10k\": {t1}}}"
+    ));
+    Extras { markdown: md, json: format!("{{{}}}", json.join(", ")) }
+}
