@@ -80,9 +80,7 @@ impl PendingAcquire {
 fn claim(lock: &Arc<LockHandle>, owner: u64, guard: Guard, listener: GlobalRef) -> u64 {
     let first_hold = lock.lock.hold_count(OwnerId(owner)) == 1;
     if first_hold {
-        lock.lost_map().remove(&owner);
         let mut watch = guard.loss_watch();
-        let lock = lock.clone();
         runtime::spawn(async move {
             let reason = loop {
                 if let Some(r) = *watch.borrow_and_update() {
@@ -92,7 +90,6 @@ fn claim(lock: &Arc<LockHandle>, owner: u64, guard: Guard, listener: GlobalRef) 
                     return; // released: the hold is gone, and the sender with it
                 }
             };
-            lock.lost_map().insert(owner, reason);
             upcalls::notify_lost(&listener, owner, &reason.to_string());
         });
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use jni::objects::{JClass, JObject, JString};
 use jni::sys::{jboolean, jint, jlong, jstring, JNI_FALSE, JNI_TRUE};
 use jni::JNIEnv;
-use polylock::{Backend, Client, ClientOptions, Error, LockOptions, OwnerId};
+use polylock::{Backend, Client, ClientOptions, LockOptions, OwnerId};
 
 use crate::acquire::{self, PendingAcquire, PendingAsync};
 use crate::errors::{self, guarded, Outcome};
@@ -177,8 +177,9 @@ pub extern "system" fn Java_io_polylock_Native_lockRedisField<'l>(
     })
 }
 
-/// Ends one hold of `owner`, waiting for the server. After a loss, the
-/// owner's first release reports the loss (`LockLostException`).
+/// Ends one hold of `owner`, waiting for the server. The runtime reports a
+/// lost hold as `Error::Lost` once per hold (`LockLostException`), then
+/// `NotHeld` (`IllegalMonitorStateException`).
 #[no_mangle]
 pub extern "system" fn Java_io_polylock_Native_release<'l>(
     mut env: JNIEnv<'l>,
@@ -188,14 +189,7 @@ pub extern "system" fn Java_io_polylock_Native_release<'l>(
 ) {
     guarded(&mut env, (), |_| {
         let h = handles::get::<LockHandle>(lock)?;
-        let owner = owner as u64;
-        let result = runtime::block_on(h.lock.release_as(OwnerId(owner)));
-        // Whichever way the runtime reports a lost hold, report it once.
-        let lost = h.lost_map().remove(&owner);
-        match (result, lost) {
-            (Err(Error::NotHeld(name)), Some(reason)) => Err(Error::Lost { name, reason }.into()),
-            (other, _) => Ok(other?),
-        }
+        Ok(runtime::block_on(h.lock.release_as(OwnerId(owner as u64)))?)
     })
 }
 

@@ -4,11 +4,10 @@
 //! frees it exactly once (`close()` or a `Cleaner`), and never uses it after.
 //! Tasks that outlive the Java call keep their own `Arc` clone.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use jni::sys::jlong;
-use polylock::{Client, Lock, LossReason};
+use polylock::{Client, Lock};
 
 use crate::errors::{Failure, Outcome};
 
@@ -18,18 +17,11 @@ pub(crate) struct ClientHandle {
 
 pub(crate) struct LockHandle {
     pub(crate) lock: Lock,
-    /// Owners whose hold was lost and who have not called `unlock()` since:
-    /// their next release reports the loss instead of "not held".
-    pub(crate) lost: Mutex<HashMap<u64, LossReason>>,
 }
 
 impl LockHandle {
     pub(crate) fn new(lock: Lock) -> Self {
-        LockHandle { lock, lost: Mutex::new(HashMap::new()) }
-    }
-
-    pub(crate) fn lost_map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, LossReason>> {
-        self.lost.lock().unwrap_or_else(|p| p.into_inner())
+        LockHandle { lock }
     }
 }
 

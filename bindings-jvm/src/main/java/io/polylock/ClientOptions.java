@@ -26,12 +26,8 @@ public final class ClientOptions {
         this.debugFaults = debugFaults;
     }
 
-    private ClientOptions(Duration connectTimeout, Duration requestTimeout, Duration sessionTimeout, Duration lease) {
-        this(connectTimeout, requestTimeout, sessionTimeout, lease, false);
-    }
-
     public static ClientOptions defaults() {
-        return new ClientOptions(null, null, null, null);
+        return new ClientOptions(null, null, null, null, false);
     }
 
     /** Test hook, not API: lets {@code LockClient.debugExpireSessionForTests()} partition this client. */
@@ -41,22 +37,22 @@ public final class ClientOptions {
 
     /** How long {@code connect} may take before it fails naming the address. */
     public ClientOptions withConnectTimeout(Duration d) {
-        return new ClientOptions(Objects.requireNonNull(d), requestTimeout, sessionTimeout, lease);
+        return new ClientOptions(Objects.requireNonNull(d), requestTimeout, sessionTimeout, lease, debugFaults);
     }
 
     /** Redis: how long one command may take. */
     public ClientOptions withRequestTimeout(Duration d) {
-        return new ClientOptions(connectTimeout, Objects.requireNonNull(d), sessionTimeout, lease);
+        return new ClientOptions(connectTimeout, Objects.requireNonNull(d), sessionTimeout, lease, debugFaults);
     }
 
     /** ZooKeeper: the session timeout asked of the server. */
     public ClientOptions withSessionTimeout(Duration d) {
-        return new ClientOptions(connectTimeout, requestTimeout, Objects.requireNonNull(d), lease);
+        return new ClientOptions(connectTimeout, requestTimeout, Objects.requireNonNull(d), lease, debugFaults);
     }
 
     /** Redis: the default lease of this client's locks (renewed every third of it). */
     public ClientOptions withLease(Duration d) {
-        return new ClientOptions(connectTimeout, requestTimeout, sessionTimeout, Objects.requireNonNull(d));
+        return new ClientOptions(connectTimeout, requestTimeout, sessionTimeout, Objects.requireNonNull(d), debugFaults);
     }
 
     static long millisOrUnset(Duration d) {

@@ -23,8 +23,8 @@ import java.util.concurrent.locks.Lock;
  * leaves nothing on the server.
  *
  * <p>A held lock can be lost (a Redis lease refused or expired, a ZooKeeper
- * session expired): {@link #onLost} handlers run, and the holder's next
- * {@code unlock()} throws {@link LockLostException}.
+ * session expired): {@link #onLost} handlers run, and each {@code unlock()} of the
+ * lost holds throws {@link LockLostException}.
  */
 public final class DistributedLock implements Lock {
     /** Longest uninterrupted native wait; bounds the reaction to interrupts. */
@@ -115,7 +115,7 @@ public final class DistributedLock implements Lock {
      * has released the lock.
      *
      * @throws IllegalMonitorStateException the calling thread does not hold the lock
-     * @throws LockLostException the hold was lost meanwhile (first call after the loss)
+     * @throws LockLostException the hold was lost meanwhile (reported once per hold)
      */
     @Override
     public void unlock() {

@@ -13,7 +13,6 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -174,7 +173,6 @@ class LockBehaviourTest {
      * queued acquire stays queued (ZooKeeper node / Redis queue entry) until
      * the lock is next released, when the raced grant is given back.
      */
-    @Disabled("runtime gap: cancelled waiters stay queued on the server until the next release")
     @ParameterizedTest
     @MethodSource("backends")
     void interruptWithdrawsTheWaiterWhileTheLockIsStillHeld(String url) throws Exception {

@@ -67,6 +67,29 @@ class LossTest {
     }
 
     @Test
+    void eachHoldOfALostReentrantLockReportsTheLoss() throws Exception {
+        String url = Servers.redisUrl();
+        try (LockClient client = LockClient.connect(url); Jedis jedis = Servers.jedis()) {
+            String name = Servers.unique(url, "reentrant-loss");
+            DistributedLock lock = client.newLock(name, Duration.ofSeconds(1));
+            CountDownLatch lost = new CountDownLatch(1);
+            lock.onLost(lost::countDown);
+            lock.lock();
+            lock.lock();
+            assertEquals(2, lock.getHoldCount());
+            jedis.del(name);
+            assertTrue(lost.await(30, TimeUnit.SECONDS), "onLost did not run after the lease was refused");
+            assertThrows(LockLostException.class, lock::unlock, "the first hold reports the loss");
+            assertThrows(LockLostException.class, lock::unlock, "and so does the second");
+            assertThrows(IllegalMonitorStateException.class, lock::unlock, "then nothing is held");
+            assertTrue(lock.tryLock(10, TimeUnit.SECONDS), "lockable again after the loss");
+            assertEquals(1, lock.getHoldCount());
+            lock.unlock();
+            assertThrows(IllegalMonitorStateException.class, lock::unlock);
+        }
+    }
+
+    @Test
     void releasedLockNeverReportsLoss() throws Exception {
         String url = Servers.redisUrl();
         try (LockClient client = LockClient.connect(url); Jedis jedis = Servers.jedis()) {

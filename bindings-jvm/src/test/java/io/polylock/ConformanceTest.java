@@ -1,0 +1,478 @@
+package io.polylock;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
+import java.util.stream.Stream;
+
+import org.apache.zookeeper.ZooKeeper;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.DynamicTest;
+import org.junit.jupiter.api.TestFactory;
+import redis.clients.jedis.JedisPooled;
+
+/**
+ * Runs every scenario of tests/conformance/ (see its README) through the
+ * public Java API, on each backend it lists: one dynamic test per scenario
+ * and backend, all started at once and checked one by one.
+ *
+ * <p>Owners are Java threads: each (client, owner number) gets its own
+ * single-thread executor, and every lock call of that owner runs there. One
+ * thread per client, not one per number: reentrancy is per client, so owner
+ * 1 of client 0 and owner 1 of client 1 are two holders anyway, and a thread
+ * blocked on one client's lock could not release the other's (as
+ * {@code waiter-granted-on-release} needs). Outcomes map as:
+ * {@code granted}/{@code ok} = the call returned (true); {@code would_block}
+ * = {@code tryLock()} returned false; {@code timeout} = {@code tryLock(t, unit)}
+ * returned false; {@code not_held} = {@link IllegalMonitorStateException};
+ * {@code lost} = {@link LockLostException}; {@code invalid_name} (from
+ * {@code newLock}) and {@code invalid_url} (from {@code connect}) =
+ * {@link IllegalArgumentException}; {@code connect_error} =
+ * {@link LockConnectException}. {@code await_lost} = an {@code onLost}
+ * handler of that client's lock ran after the owner's grant.
+ *
+ * <p>Scenarios with {@code start_acquire} run in two modes. {@code threads}:
+ * the owner's thread waits in {@code lockInterruptibly()} and {@code cancel}
+ * interrupts it; a {@code hold_count} of an owner whose thread is blocked
+ * there cannot be asked through the public API ({@code getHoldCount()}
+ * answers for the calling thread only, as in {@code ReentrantLock}), so that
+ * step is skipped in this mode and reported. {@code async}: the owner's
+ * thread calls {@code lockAsync()} and stays free; {@code await} waits for
+ * the future, {@code cancel} cancels it.
+ */
+class ConformanceTest {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final Duration STEP_LIMIT = Duration.ofSeconds(60);
+    private static final ExecutorService RUNNERS = Executors.newCachedThreadPool(r -> {
+        Thread t = new Thread(r, "conformance-scenario");
+        t.setDaemon(true);
+        return t;
+    });
+    private static JedisPooled redis;
+    private static ZooKeeper zk;
+
+    @AfterAll
+    static void closeInspectors() throws Exception {
+        if (redis != null) {
+            redis.close();
+        }
+        if (zk != null) {
+            zk.close();
+        }
+    }
+
+    @TestFactory
+    Stream<DynamicTest> everyScenarioOnEveryBackend() throws Exception {
+        redis = new JedisPooled(java.net.URI.create(Servers.redisUrl()));
+        zk = Servers.zooKeeper();
+        Path dir = Paths.get(System.getProperty("polylock.conformanceDir", "../tests/conformance"));
+        List<Path> files;
+        try (Stream<Path> s = Files.list(dir)) {
+            files = s.filter(p -> p.toString().endsWith(".json")).sorted().toList();
+        }
+        assertTrue(files.size() >= 20, "expected at least 20 scenarios in " + dir.toAbsolutePath() + ", found "
+                + files.size());
+        List<DynamicTest> tests = new ArrayList<>();
+        for (Path f : files) {
+            JsonNode sc = JSON.readTree(f.toFile());
+            boolean background = sc.get("steps").findValuesAsText("op").contains("start_acquire");
+            for (JsonNode b : sc.get("backends")) {
+              for (String mode : background ? List.of("threads", "async") : List.of("threads")) {
+                String backend = b.asText().equals("any") ? "redis" : b.asText();
+                String url = switch (backend) {
+                    case "redis" -> Servers.redisUrl();
+                    case "zookeeper" -> Servers.zkUrl();
+                    default -> throw new IllegalArgumentException(f + ": unknown backend " + backend);
+                };
+                CompletableFuture<Void> run = CompletableFuture.runAsync(() -> {
+                    try {
+                        new Run(sc, backend, url, mode).run();
+                    } catch (Exception e) {
+                        throw new java.util.concurrent.CompletionException(e);
+                    }
+                }, RUNNERS);
+                String title = sc.get("name").asText() + " on " + backend + (background ? " (" + mode + ")" : "");
+                tests.add(DynamicTest.dynamicTest(title, () -> {
+                    try {
+                        run.get(3, TimeUnit.MINUTES);
+                    } catch (ExecutionException e) {
+                        Throwable cause = e.getCause() instanceof java.util.concurrent.CompletionException c
+                                && c.getCause() != null ? c.getCause() : e.getCause();
+                        throw new AssertionError(title + ": " + cause, cause);
+                    }
+                }));
+              }
+            }
+        }
+        return tests.stream();
+    }
+
+    /** The outcome name of an exception thrown by the public API. */
+    private static String outcome(Throwable e, String illegalArgument) {
+        if (e instanceof IllegalMonitorStateException) {
+            return "not_held";
+        }
+        if (e instanceof LockLostException) {
+            return "lost";
+        }
+        if (e instanceof LockConnectException) {
+            return "connect_error";
+        }
+        if (e instanceof IllegalArgumentException) {
+            return illegalArgument;
+        }
+        return "other_error: " + e;
+    }
+
+    /** One scenario on one backend. */
+    private static final class Run {
+        final JsonNode sc;
+        final String scenario;
+        final String backend;
+        final String url;
+        final String mode;
+        final String name;
+        final List<LockClient> clients = new ArrayList<>();
+        final List<DistributedLock> locks = new ArrayList<>();
+        /** onLost notices per client's lock (one lock per client and scenario). */
+        final List<AtomicLong> losses = new ArrayList<>();
+        final Map<String, ExecutorService> owners = new HashMap<>();
+        final Map<String, Long> tokens = new HashMap<>();
+        final Map<String, Background> background = new HashMap<>();
+        /** Per (client, owner): the client's loss count when that owner was granted. */
+        final Map<String, Long> lossesAtGrant = new HashMap<>();
+
+        /** A background acquire: the owner's thread in lockInterruptibly(), or its lockAsync() future. */
+        record Background(int client, int owner, DistributedLock lock, Future<String[]> waiting, CompletableFuture<Void> async) {}
+
+        Run(JsonNode sc, String backend, String url, String mode) {
+            this.mode = mode;
+            this.sc = sc;
+            this.scenario = sc.get("name").asText();
+            this.backend = backend;
+            this.url = url;
+            this.name = Servers.unique(url, "conformance-" + scenario);
+        }
+
+        void run() throws Exception {
+            ClientOptions opts = ClientOptions.defaults().withSessionTimeout(Duration.ofSeconds(2))
+                    .withDebugFaultsForTests();
+            if (sc.has("lease_ms")) {
+                opts = opts.withLease(Duration.ofMillis(sc.get("lease_ms").asLong()));
+            }
+            try {
+                for (int i = 0; i < sc.path("clients").asInt(0); i++) {
+                    LockClient c = LockClient.connect(url, opts);
+                    clients.add(c);
+                    DistributedLock lock = c.newLock(name);
+                    AtomicLong lost = new AtomicLong();
+                    lock.onLost(() -> {
+                        synchronized (lost) {
+                            lost.incrementAndGet();
+                            lost.notifyAll();
+                        }
+                    });
+                    locks.add(lock);
+                    losses.add(lost);
+                }
+                int i = 0;
+                for (JsonNode step : sc.get("steps")) {
+                    step(step, scenario + " on " + backend + ", step " + i++ + " " + step);
+                }
+            } finally {
+                for (ExecutorService e : owners.values()) {
+                    e.shutdownNow();
+                }
+                for (LockClient c : clients) {
+                    c.close();
+                }
+            }
+        }
+
+        /** Runs {@code body} on the owner's thread and waits for it. */
+        <T> T as(int client, int owner, Callable<T> body) throws Exception {
+            try {
+                return thread(client, owner).submit(body).get(STEP_LIMIT.toMillis(), TimeUnit.MILLISECONDS);
+            } catch (ExecutionException e) {
+                if (e.getCause() instanceof Exception x) {
+                    throw x;
+                }
+                throw e;
+            }
+        }
+
+        ExecutorService thread(int client, int owner) {
+            return owners.computeIfAbsent(client + "/" + owner, o -> Executors.newSingleThreadExecutor(r -> {
+                Thread t = new Thread(r, "conformance-" + scenario + "-client/owner-" + o);
+                t.setDaemon(true);
+                return t;
+            }));
+        }
+
+        /** A grant on the owner's thread: {"granted", token}, or the refusal's outcome name. */
+        String[] acquireOnOwnerThread(DistributedLock lock, JsonNode timeoutMs) throws InterruptedException {
+            try {
+                if (timeoutMs == null || timeoutMs.isNull()) {
+                    lock.lockInterruptibly();
+                } else if (timeoutMs.asLong() == 0) {
+                    if (!lock.tryLock()) {
+                        return new String[] {"would_block"};
+                    }
+                } else if (!lock.tryLock(timeoutMs.asLong(), TimeUnit.MILLISECONDS)) {
+                    return new String[] {"timeout"};
+                }
+            } catch (RuntimeException e) {
+                return new String[] {outcome(e, "other_error: " + e)};
+            }
+            return new String[] {"granted", Long.toString(lock.fencingToken())};
+        }
+
+        void checkToken(JsonNode step, long token, String ctx) {
+            if (step.has("token_eq")) {
+                String k = step.get("token_eq").asText();
+                assertEquals((long) tokens.get(k), token, ctx + ": token_eq " + k);
+            }
+            if (step.has("token_gt")) {
+                String k = step.get("token_gt").asText();
+                assertTrue(token > tokens.get(k), ctx + ": token " + token + " not > " + k + "=" + tokens.get(k));
+            }
+        }
+
+        void step(JsonNode step, String ctx) throws Exception {
+            String op = step.get("op").asText();
+            int c = step.path("client").asInt(0);
+            int owner = step.path("owner").asInt(0);
+            String expect = step.path("expect").asText("");
+            switch (op) {
+                case "acquire" -> {
+                    DistributedLock lock = locks.get(c);
+                    long before = losses.get(c).get();
+                    long started = System.nanoTime();
+                    String[] r = as(c, owner, () -> acquireOnOwnerThread(lock, step.get("timeout_ms")));
+                    long elapsedMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+                    assertEquals(expect, r[0], ctx);
+                    if (step.has("min_elapsed_ms")) {
+                        assertTrue(elapsedMs >= step.get("min_elapsed_ms").asLong(),
+                                ctx + ": gave up early, after " + elapsedMs + " ms");
+                    }
+                    if (r[0].equals("granted")) {
+                        long token = Long.parseLong(r[1]);
+                        lossesAtGrant.put(c + "/" + owner, before);
+                        checkToken(step, token, ctx);
+                        if (step.has("save_token")) {
+                            tokens.put(step.get("save_token").asText(), token);
+                        }
+                    }
+                }
+                case "release" -> {
+                    DistributedLock lock = locks.get(c);
+                    String got = as(c, owner, () -> {
+                        try {
+                            lock.unlock();
+                            return "ok";
+                        } catch (RuntimeException e) {
+                            return outcome(e, "other_error: " + e);
+                        }
+                    });
+                    assertEquals(expect, got, ctx);
+                }
+                case "start_acquire" -> {
+                    DistributedLock lock = locks.get(c);
+                    Background b = mode.equals("async")
+                            ? new Background(c, owner, lock, null, as(c, owner, lock::lockAsync))
+                            : new Background(c, owner, lock,
+                                    thread(c, owner).submit(() -> acquireOnOwnerThread(lock, step.get("timeout_ms"))), null);
+                    background.put(step.get("id").asText(), b);
+                }
+                case "await" -> {
+                    Background b = background.remove(step.get("id").asText());
+                    long within = step.path("within_ms").asLong(10_000);
+                    String[] r;
+                    try {
+                        if (b.async() == null) {
+                            r = b.waiting().get(within, TimeUnit.MILLISECONDS);
+                        } else {
+                            try {
+                                b.async().get(within, TimeUnit.MILLISECONDS);
+                                r = new String[] {"granted", Long.toString(as(b.client(), b.owner(), b.lock()::fencingToken))};
+                            } catch (ExecutionException e) {
+                                r = new String[] {outcome(e.getCause(), "other_error: " + e.getCause())};
+                            }
+                        }
+                    } catch (TimeoutException e) {
+                        throw new AssertionError(ctx + ": still waiting after " + within + " ms");
+                    }
+                    assertEquals(expect, r[0], ctx);
+                    if (r[0].equals("granted")) {
+                        checkToken(step, Long.parseLong(r[1]), ctx);
+                    }
+                }
+                case "cancel" -> {
+                    // Interrupts the owner's thread in lockInterruptibly(), which
+                    // withdraws the acquire before it returns: wait for that.
+                    Background b = background.remove(step.get("id").asText());
+                    if (b.async() != null) {
+                        assertTrue(b.async().cancel(true), ctx + ": the acquire had already completed");
+                    } else {
+                        b.waiting().cancel(true);
+                        as(b.client(), b.owner(), () -> null);
+                    }
+                }
+                case "hold_count" -> {
+                    DistributedLock lock = locks.get(c);
+                    if (background.values().stream().anyMatch(b -> b.client() == c && b.owner() == owner && b.waiting() != null)) {
+                        System.err.println("conformance: not expressible in Java: " + ctx + " (" + mode
+                                + " mode): the owner's thread is blocked in lockInterruptibly(), and getHoldCount() "
+                                + "answers for the calling thread only; checked in async mode instead");
+                        return;
+                    }
+                    int n = as(c, owner, lock::getHoldCount);
+                    assertEquals(step.get("expect_count").asInt(), n, ctx);
+                }
+                case "server_state" -> assertEquals(expect.equals("held"), serverHeld(), ctx);
+                case "server_clean" -> {
+                    long within = step.path("within_ms").asLong(3000);
+                    if (!eventually(within, this::serverClean)) {
+                        fail(ctx + ": left on the server: " + leftovers());
+                    }
+                }
+                case "server_waiters" -> {
+                    long want = step.get("expect_count").asLong();
+                    long within = step.path("within_ms").asLong(3000);
+                    if (!eventually(within, () -> serverWaiters() == want)) {
+                        fail(ctx + ": " + serverWaiters() + " waiters on the server");
+                    }
+                }
+                case "expire_lease" -> {
+                    if (backend.equals("redis")) {
+                        redis.del(name);
+                    } else {
+                        clients.get(c).debugExpireSessionForTests();
+                    }
+                }
+                case "await_lost" -> {
+                    Long before = lossesAtGrant.get(c + "/" + owner);
+                    assertTrue(before != null, ctx + ": await_lost needs a grant");
+                    AtomicLong lost = losses.get(c);
+                    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(step.path("within_ms").asLong(10_000));
+                    synchronized (lost) {
+                        while (lost.get() == before) {
+                            long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+                            if (left <= 0) {
+                                fail(ctx + ": loss not reported");
+                            }
+                            lost.wait(left);
+                        }
+                    }
+                }
+                case "lock_name" -> {
+                    String lockName = step.get("name").asText();
+                    String got;
+                    LockClient temp = clients.isEmpty() ? LockClient.connect(url) : null;
+                    try {
+                        (temp != null ? temp : clients.get(0)).newLock(lockName);
+                        got = "ok";
+                    } catch (RuntimeException e) {
+                        got = outcome(e, "invalid_name");
+                    } finally {
+                        if (temp != null) {
+                            temp.close();
+                        }
+                    }
+                    assertEquals(expect, got, ctx);
+                }
+                case "connect" -> {
+                    String u = step.get("url").asText();
+                    long within = step.path("within_ms").asLong(8000);
+                    ClientOptions quick = ClientOptions.defaults().withConnectTimeout(Duration.ofSeconds(2));
+                    Future<String> f = RUNNERS.submit(() -> {
+                        try (LockClient ignored = LockClient.connect(u, quick)) {
+                            return "ok";
+                        } catch (RuntimeException e) {
+                            return outcome(e, "invalid_url");
+                        }
+                    });
+                    String got;
+                    try {
+                        got = f.get(within, TimeUnit.MILLISECONDS);
+                    } catch (TimeoutException e) {
+                        throw new AssertionError(ctx + ": connect hung");
+                    }
+                    assertEquals(expect, got, ctx);
+                }
+                case "sleep" -> Thread.sleep(step.get("ms").asLong());
+                default -> fail(ctx + ": unknown op " + op);
+            }
+        }
+
+        String zkPath() {
+            return name.startsWith("/") ? name : "/" + name;
+        }
+
+        List<String> zkChildren() {
+            try {
+                return Servers.zkChildren(zk, zkPath());
+            } catch (Exception e) {
+                throw new AssertionError(e);
+            }
+        }
+
+        boolean serverHeld() {
+            return backend.equals("redis") ? redis.exists(name) : !zkChildren().isEmpty();
+        }
+
+        long serverWaiters() {
+            return backend.equals("redis") ? redis.zcard("polylock_queue:{" + name + "}")
+                    : Math.max(0, zkChildren().size() - 1);
+        }
+
+        String leftovers() {
+            if (backend.equals("zookeeper")) {
+                return zkChildren().toString();
+            }
+            List<String> left = new ArrayList<>();
+            for (String k : List.of(name, "polylock_queue:{" + name + "}", "polylock_queue_deadline:{" + name + "}")) {
+                if (redis.exists(k)) {
+                    left.add(k);
+                }
+            }
+            return left.toString();
+        }
+
+        boolean serverClean() {
+            return leftovers().equals("[]");
+        }
+
+        static boolean eventually(long withinMs, BooleanSupplier condition) throws InterruptedException {
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(withinMs);
+            while (!condition.getAsBoolean()) {
+                if (System.nanoTime() > deadline) {
+                    return false;
+                }
+                Thread.sleep(20);
+            }
+            return true;
+        }
+    }
+}

@@ -1,0 +1,122 @@
+package io.polylock.demo;
+
+import io.polylock.ClientOptions;
+import io.polylock.DistributedLock;
+import io.polylock.LockClient;
+import io.polylock.LockLostException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicLong;
+import redis.clients.jedis.JedisPooled;
+
+/**
+ * The Java worker of the demo and the cross-language fault suite; same
+ * protocol as runtime/examples/demo_worker.rs (see demo/README.md):
+ * {@code --url URL --lock NAME --resource-url REDIS_URL --rounds N --id ID
+ * [--hold-ms MS] [--lease-ms MS] [--session-ms MS]}.
+ * For each round: lock; print a grant line; read the resource's count; hold
+ * for --hold-ms; write count+1 through demo/resource.lua (fencing-checked);
+ * unlock (a reported loss is not an error); print the record line.
+ * Times: {@link System#nanoTime()}, which is CLOCK_MONOTONIC on Linux.
+ */
+public final class DemoWorker {
+    private DemoWorker() {}
+
+    public static void main(String[] argv) throws Exception {
+        Map<String, String> args = new HashMap<>();
+        for (int i = 0; i + 1 < argv.length; i += 2) {
+            if (!argv[i].startsWith("--")) {
+                throw new IllegalArgumentException("expected --option value, got " + argv[i]);
+            }
+            args.put(argv[i], argv[i + 1]);
+        }
+        String url = required(args, "--url");
+        String name = required(args, "--lock");
+        String resourceUrl = required(args, "--resource-url");
+        int rounds = Integer.parseInt(args.getOrDefault("--rounds", "5"));
+        long pid = ProcessHandle.current().pid();
+        String id = args.getOrDefault("--id", "java-" + pid);
+        long holdMs = Long.parseLong(args.getOrDefault("--hold-ms", "2"));
+        ClientOptions options = ClientOptions.defaults()
+                .withLease(Duration.ofMillis(Long.parseLong(args.getOrDefault("--lease-ms", "30000"))))
+                .withSessionTimeout(Duration.ofMillis(Long.parseLong(args.getOrDefault("--session-ms", "10000"))));
+        String backend = url.startsWith("zk") ? "zookeeper" : "redis";
+        String resource = "demo:resource:" + backend + ":" + name;
+        String script = resourceScript();
+        String common = "\"worker\": " + json(id) + ", \"lang\": \"java\", \"backend\": \"" + backend
+                + "\", \"pid\": " + pid;
+        PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+
+        AtomicLong losses = new AtomicLong();
+        try (JedisPooled redis = new JedisPooled(java.net.URI.create(resourceUrl));
+                LockClient client = LockClient.connect(url, options)) {
+            DistributedLock lock = client.newLock(name);
+            lock.onLost(losses::incrementAndGet);
+            for (int round = 0; round < rounds; round++) {
+                lock.lock();
+                long lossesBefore = losses.get();
+                long token = lock.fencingToken();
+                long start = System.nanoTime();
+                out.println("{\"event\": \"grant\", " + common + ", \"token\": " + token + ", \"t_ns\": " + start + "}");
+                out.flush();
+                String count = redis.hget(resource, "count");
+                Thread.sleep(holdMs); // widen the window a lost update would need
+                Object accepted = redis.eval(script, List.of(resource),
+                        List.of(Long.toString(token), Long.toString((count == null ? 0 : Long.parseLong(count)) + 1)));
+                long end = System.nanoTime();
+                // Lost during the section, or found out on unlock (a paused
+                // process learns only when it runs again).
+                boolean lost = losses.get() != lossesBefore;
+                try {
+                    lock.unlock();
+                } catch (LockLostException e) {
+                    lost = true;
+                }
+                out.println("{" + common + ", \"token\": " + token + ", \"start_ns\": " + start + ", \"end_ns\": " + end
+                        + ", \"accepted\": " + Long.valueOf(1).equals(accepted) + ", \"lost\": " + lost + "}");
+                out.flush();
+            }
+        }
+        if (out.checkError()) {
+            System.exit(1);
+        }
+    }
+
+    private static String required(Map<String, String> args, String key) {
+        String v = args.get(key);
+        if (v == null) {
+            throw new IllegalArgumentException("missing " + key);
+        }
+        return v;
+    }
+
+    /** demo/resource.lua, copied into the classes by the build. */
+    private static String resourceScript() throws IOException {
+        try (InputStream in = DemoWorker.class.getResourceAsStream("/resource.lua")) {
+            if (in == null) {
+                throw new IOException("resource.lua is not on the classpath");
+            }
+            return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+        }
+    }
+
+    private static String json(String s) {
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                b.append('\\').append(c);
+            } else if (c < 0x20) {
+                b.append(String.format("\\u%04x", (int) c));
+            } else {
+                b.append(c);
+            }
+        }
+        return b.append('"').toString();
+    }
+}
