@@ -84,7 +84,8 @@ async fn redis_commands(url: &str) -> (u64, u64) {
     let (mut requests, mut all) = (0, 0);
     for line in info.lines() {
         let Some((cmd, rest)) = line.strip_prefix("cmdstat_").and_then(|l| l.split_once(':')) else { continue };
-        let calls: u64 = rest.split(',').find_map(|kv| kv.strip_prefix("calls=")).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let calls: u64 =
+            rest.split(',').find_map(|kv| kv.strip_prefix("calls=")).and_then(|v| v.parse().ok()).unwrap_or(0);
         all += calls;
         // What a client sends; everything else here runs inside a script.
         if matches!(cmd, "evalsha" | "eval" | "subscribe" | "unsubscribe" | "ping" | "script|load" | "info") {
@@ -102,10 +103,7 @@ fn zk_packets(url: &str) -> u64 {
     s.write_all(b"mntr").unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix("zk_packets_received"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap()
+    text.lines().find_map(|l| l.strip_prefix("zk_packets_received")).and_then(|v| v.trim().parse().ok()).unwrap()
 }
 
 /// `waiters` clients (each its own connections) cycle on one lock for

@@ -178,8 +178,14 @@ async fn main() {
     // Handoff: a holder releases while a waiter in another process is blocked.
     let exe = std::env::current_exe().unwrap();
     let handoffs = (n / 20).max(50);
-    rows.push(stats("polylock redis handoff (waiter in another process)", extra::handoff(&exe, &redis_url, &format!("{name}-handoff"), handoffs).await));
-    rows.push(stats("polylock zookeeper handoff (waiter in another process)", extra::handoff(&exe, &zk_url, &format!("/{name}-handoff"), handoffs).await));
+    rows.push(stats(
+        "polylock redis handoff (waiter in another process)",
+        extra::handoff(&exe, &redis_url, &format!("{name}-handoff"), handoffs).await,
+    ));
+    rows.push(stats(
+        "polylock zookeeper handoff (waiter in another process)",
+        extra::handoff(&exe, &zk_url, &format!("/{name}-handoff"), handoffs).await,
+    ));
     let extras = extra::everything_else(&redis_url, &zk_url, &name).await;
 
     let ping = rows[0].p50;
