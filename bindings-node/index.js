@@ -57,12 +57,35 @@ async function connect(url, options) {
   return new Client(await call(undefined, () => native.connect(url, nativeOptions)))
 }
 
+/** Internal: a guard of this client was granted / ended (keeps the process alive meanwhile). */
+const kHold = Symbol('polylock.hold')
+const kUnhold = Symbol('polylock.unhold')
+const noop = () => {}
+
 class Client {
   #native
+  #holds = 0
+  #closed = false
+  /**
+   * One timer handle per client, ref'd while the client has unreleased
+   * guards: a held lock is work in progress (renewed in the background) and
+   * keeps the process alive like an open socket would. Pending native calls
+   * keep it alive by themselves (each napi promise holds a ref until settled).
+   */
+  #keepAlive = undefined
 
   /** @internal Use `connect()`. */
   constructor(nativeClient) {
     this.#native = nativeClient
+  }
+
+  [kHold]() {
+    if (this.#closed) return
+    if (this.#holds++ === 0) (this.#keepAlive ??= setInterval(noop, 0x3fffffff)).ref()
+  }
+
+  [kUnhold]() {
+    if (this.#holds > 0 && --this.#holds === 0) this.#keepAlive?.unref()
   }
 
   /** `'redis'` or `'zookeeper'`. */
@@ -88,6 +111,9 @@ class Client {
   }
 
   close() {
+    this.#closed = true
+    this.#holds = 0
+    if (this.#keepAlive !== undefined) clearInterval(this.#keepAlive)
     return call(undefined, () => this.#native.close())
   }
 
@@ -144,24 +170,38 @@ class Lock {
   }
 
   async #acquireAs(owner, options) {
-    const o = checkOptions('options', options)
-    const timeoutMs = checkMs('timeoutMs', o.timeoutMs, { allowInfinity: true })
-    const signal = checkSignal(o.signal)
-    if (signal?.aborted) throw abortError(signal)
+    let timeoutMs
+    let signal
+    if (options !== undefined) {
+      const o = checkOptions('options', options)
+      timeoutMs = checkMs('timeoutMs', o.timeoutMs, { allowInfinity: true })
+      signal = checkSignal(o.signal)
+    }
+    if (signal === undefined) {
+      // The common path: no canceller, no listener.
+      let nativeGuard
+      try {
+        nativeGuard = await this.#native.acquire(owner, timeoutMs)
+      } catch (e) {
+        throw fromNative(e, this.name)
+      }
+      return new Guard(nativeGuard, this)
+    }
+    if (signal.aborted) throw abortError(signal)
 
     const canceller = new native.Canceller()
     const onAbort = () => canceller.cancel()
-    signal?.addEventListener('abort', onAbort, { once: true })
+    signal.addEventListener('abort', onAbort, { once: true })
     let nativeGuard
     try {
-      nativeGuard = await call(this.name, () => this.#native.acquire(owner, timeoutMs, canceller))
+      nativeGuard = await this.#native.acquireCancellable(owner, timeoutMs, canceller)
     } catch (e) {
-      throw signal?.aborted ? abortError(signal) : e
+      throw signal.aborted ? abortError(signal) : fromNative(e, this.name)
     } finally {
-      signal?.removeEventListener('abort', onAbort)
+      signal.removeEventListener('abort', onAbort)
     }
     const guard = new Guard(nativeGuard, this)
-    if (signal?.aborted) {
+    if (signal.aborted) {
       // The grant won the race against the abort: give it back.
       await guard.release().catch(() => {})
       throw abortError(signal)
@@ -173,34 +213,49 @@ class Lock {
 class Guard {
   #native
   #released = false
-  #lost = new AbortController()
+  /** Created on the first read of `signal` (most guards never need one). */
+  #lost = undefined
 
   /** @internal Returned by `lock.acquire()`. */
   constructor(nativeGuard, lock) {
     this.#native = nativeGuard
     this.lock = lock
     this.fencingToken = nativeGuard.fencingToken
-    const onLost = (reason) => {
-      if (this.#released || this.#lost.signal.aborted) return
-      this.#lost.abort(
-        new LockLostError(`lock ${JSON.stringify(lock.name)} was lost: ${reason}`, { lockName: lock.name, reason }),
-      )
-    }
-    nativeGuard.onLost(onLost)
+    lock.client[kHold]()
   }
 
+  /** An AbortSignal that aborts (with a LockLostError) if the lock is lost while held. */
   get signal() {
+    if (this.#lost === undefined) {
+      this.#lost = new AbortController()
+      if (!this.#released) {
+        const reason = this.#native.lostReason
+        if (reason != null) this.#abortLost(reason)
+        else this.#native.onLost((r) => this.#abortLost(r))
+      }
+    }
     return this.#lost.signal
+  }
+
+  #abortLost(reason) {
+    if (this.#released || this.#lost.signal.aborted) return
+    const name = this.lock.name
+    this.#lost.abort(new LockLostError(`lock ${JSON.stringify(name)} was lost: ${reason}`, { lockName: name, reason }))
   }
 
   async release() {
     const alreadyReleased = this.#released
     this.#released = true
+    if (!alreadyReleased) this.lock.client[kUnhold]()
     try {
-      return await call(this.lock.name, () => this.#native.release())
-    } catch (e) {
+      return await this.#native.release()
+    } catch (err) {
+      const e = fromNative(err, this.lock.name)
       // A loss the runtime saw before the loss callback reached us: report it on the signal too.
-      if (!alreadyReleased && e instanceof LockLostError && !this.#lost.signal.aborted) this.#lost.abort(e)
+      if (!alreadyReleased && e instanceof LockLostError) {
+        this.#lost ??= new AbortController()
+        if (!this.#lost.signal.aborted) this.#lost.abort(e)
+      }
       throw e
     }
   }

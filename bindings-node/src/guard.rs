@@ -51,15 +51,15 @@ impl NativeGuard {
         self.loss.borrow().map(|r| r.to_string())
     }
 
-    /// Calls `callback(reason)` once if the lock is lost. The threadsafe
-    /// function is a strong one on purpose: a held lock is work in progress
-    /// (renewed in the background) and keeps the process alive like an open
-    /// socket would. The watch, and with it that reference, ends with the hold
-    /// (the runtime drops the sender on release, loss or `close()`), so a
-    /// released or closed client leaves nothing that keeps the loop alive.
+    /// Calls `callback(reason)` once if the lock is lost. The JS layer asks
+    /// for it only when `guard.signal` is read. The threadsafe function is a
+    /// weak one: what keeps the process alive while a lock is held is the JS
+    /// client's keep-alive handle (ref'd while it has unreleased guards), so
+    /// this one never outlives the hold's usefulness. The watch ends with the
+    /// hold (the runtime drops the sender on release, loss or `close()`).
     #[napi]
     pub fn on_lost(&self, callback: Function<String, ()>) -> napi::Result<()> {
-        let tsfn = callback.build_threadsafe_function::<String>().callee_handled::<false>().weak::<false>().build()?;
+        let tsfn = callback.build_threadsafe_function::<String>().callee_handled::<false>().weak::<true>().build()?;
         let mut rx = self.loss.clone();
         napi::bindgen_prelude::spawn(async move {
             loop {

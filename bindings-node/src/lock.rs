@@ -37,9 +37,27 @@ impl NativeLock {
     }
 
     /// Acquires for `owner`. `timeout_ms`: absent waits forever, 0 tries once.
-    /// `canceller.cancel()` abandons the wait (the promise rejects `Cancelled`).
+    /// The path without an `AbortSignal`: no canceller to allocate or watch.
     #[napi]
     pub fn acquire<'env>(
+        &self,
+        env: &'env Env,
+        owner: i64,
+        timeout_ms: Option<f64>,
+    ) -> napi::Result<PromiseRaw<'env, NativeGuard>> {
+        let owner = owner_id(owner)?;
+        let timeout = timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
+        let lock = self.lock.clone();
+        env.spawn_future(async move {
+            let g = lock.acquire_as(owner, timeout).await.map_err(to_napi)?;
+            Ok(NativeGuard::new(lock, g))
+        })
+    }
+
+    /// Like `acquire`; `canceller.cancel()` abandons the wait (the promise
+    /// rejects `Cancelled`).
+    #[napi]
+    pub fn acquire_cancellable<'env>(
         &self,
         env: &'env Env,
         owner: i64,

@@ -1,0 +1,299 @@
+// The language-neutral conformance scenarios (tests/conformance/*.json), run
+// through the public API. Owner numbers map to async contexts: an owner's
+// first hold is a `withLock` whose callback then serves that owner's later
+// steps (re-entries, hold counts) inside its async context; releasing the
+// last hold ends the callback. Outcome names map onto the error classes:
+// LockTimeoutError is `would_block` for a zero timeout and `timeout`
+// otherwise, NotHeldError `not_held`, LockLostError `lost`, TypeError with
+// code ERR_POLYLOCK_INVALID_NAME/URL `invalid_name`/`invalid_url`,
+// ConnectionError `connect_error`.
+import assert from 'node:assert/strict'
+import { readdirSync, readFileSync } from 'node:fs'
+import { describe, it } from 'node:test'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+import { connect, ConnectionError, LockLostError, LockTimeoutError, NotHeldError } from 'polylock'
+import { eventually, rawRedis, redisLeftovers, unique } from './helpers.mjs'
+
+const dir = new URL('../../tests/conformance/', import.meta.url)
+const scenarios = readdirSync(dir)
+  .filter((f) => f.endsWith('.json'))
+  .sort()
+  .map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')))
+const urls = { redis: process.env.POLYLOCK_TEST_REDIS, zookeeper: process.env.POLYLOCK_TEST_ZK }
+
+function outcome(e, timeoutMs) {
+  if (e instanceof LockTimeoutError) return timeoutMs === 0 ? 'would_block' : 'timeout'
+  if (e instanceof NotHeldError) return 'not_held'
+  if (e instanceof LockLostError) return 'lost'
+  if (e instanceof ConnectionError) return 'connect_error'
+  if (e instanceof TypeError && e.code === 'ERR_POLYLOCK_INVALID_NAME') return 'invalid_name'
+  if (e instanceof TypeError && e.code === 'ERR_POLYLOCK_INVALID_URL') return 'invalid_url'
+  if (e?.name === 'AbortError') return 'cancelled'
+  throw e
+}
+
+/** One owner: an async context, entered by its first hold's withLock. */
+class Owner {
+  #tasks = []
+  #wake = null
+  base = null // { end(), done: Promise } while the withLock callback runs
+  guards = [] // re-entries, innermost last
+  spent = null // a guard already released (releasing it again is not_held)
+  lastGuard = null
+
+  constructor(lock) {
+    this.lock = lock
+  }
+
+  /** Runs `fn` inside this owner's async context (or outside if it holds nothing). */
+  run(fn) {
+    if (!this.base) return Promise.resolve().then(fn)
+    return new Promise((resolve, reject) => {
+      this.#tasks.push(() => Promise.resolve().then(fn).then(resolve, reject))
+      this.#wake?.()
+    })
+  }
+
+  async acquire(timeoutMs, signal) {
+    const options = { timeoutMs, signal }
+    if (this.base) {
+      const g = await this.run(() => this.lock.acquire(options))
+      this.guards.push(g)
+      this.lastGuard = g
+      return g
+    }
+    return new Promise((resolve, reject) => {
+      let end
+      const ended = new Promise((r) => (end = r))
+      let granted = false
+      // The callback runs after withLock's own awaited acquire, so `done` is set by then.
+      const done = this.lock.withLock(async (guard) => {
+        granted = true
+        this.base = { end, done, guard }
+        this.lastGuard = guard
+        resolve(guard)
+        for (;;) {
+          while (this.#tasks.length) await this.#tasks.shift()()
+          const next = await Promise.race([ended.then(() => 'end'), new Promise((r) => (this.#wake = r))])
+          this.#wake = null
+          if (next === 'end' && this.#tasks.length === 0) return
+        }
+      }, options)
+      done.catch((e) => {
+        if (!granted) reject(e)
+      })
+    })
+  }
+
+  async release() {
+    if (this.guards.length) {
+      const g = this.guards.pop()
+      this.spent = g
+      return g.release()
+    }
+    if (this.base) {
+      const { end, done, guard } = this.base
+      this.base = null
+      this.spent = guard
+      end()
+      return done
+    }
+    if (this.spent) return this.spent.release()
+    return null // never held: nothing to call release on
+  }
+
+  holdCount() {
+    return this.base ? this.run(() => this.lock.holdCount) : Promise.resolve(0)
+  }
+}
+
+async function runScenario(sc, backend) {
+  const url = urls[backend]
+  const name = unique(`conf-${sc.name}`)
+  const findings = []
+  const clients = []
+  const options = { _debugFaults: backend === 'zookeeper', sessionTimeoutMs: 2000 }
+  if (sc.lease_ms) options.leaseMs = sc.lease_ms
+  for (let i = 0; i < (backend === 'any' ? 0 : sc.clients); i++) clients.push(await connect(url, options))
+  const observer = backend === 'any' ? null : await connect(url)
+  const owners = new Map()
+  const owner = (c, o) => {
+    const k = `${c}/${o}`
+    if (!owners.has(k)) owners.set(k, new Owner(clients[c].lock(name)))
+    return owners.get(k)
+  }
+  const tokens = {}
+  const background = new Map()
+  const checkToken = (step, token) => {
+    if (step.save_token) tokens[step.save_token] = token
+    if (step.token_eq) assert.equal(token, tokens[step.token_eq], `token ${token} != ${step.token_eq}`)
+    if (step.token_gt) assert.ok(token > tokens[step.token_gt], `token ${token} not > ${step.token_gt}`)
+  }
+  const serverWaiters = async () => {
+    if (backend === 'redis') {
+      const raw = await rawRedis(url)
+      try {
+        return await raw.command('ZCARD', `polylock_queue:{${name}}`)
+      } finally {
+        raw.close()
+      }
+    }
+    return (await observer.status(name)).waiters ?? 0
+  }
+  const serverHeld = async () => {
+    if (backend === 'redis') {
+      const raw = await rawRedis(url)
+      try {
+        return (await raw.command('EXISTS', name)) === 1
+      } finally {
+        raw.close()
+      }
+    }
+    return (await observer.status(name)).held
+  }
+  try {
+    for (const [i, step] of sc.steps.entries()) {
+      const at = `step ${i} (${step.op})`
+      switch (step.op) {
+        case 'acquire': {
+          const t0 = Date.now()
+          let got
+          try {
+            const g = await owner(step.client, step.owner).acquire(step.timeout_ms)
+            got = 'granted'
+            checkToken(step, g.fencingToken)
+          } catch (e) {
+            got = outcome(e, step.timeout_ms)
+          }
+          assert.equal(got, step.expect, at)
+          if (step.min_elapsed_ms) assert.ok(Date.now() - t0 >= step.min_elapsed_ms - 5, `${at}: returned too early`)
+          break
+        }
+        case 'release': {
+          let got = 'ok'
+          try {
+            const r = owner(step.client, step.owner).release()
+            if ((await r) === null) {
+              findings.push(`${at}: owner ${step.owner} never held a guard, so there is nothing to release through the API`)
+              break
+            }
+          } catch (e) {
+            got = outcome(e)
+          }
+          assert.equal(got, step.expect, at)
+          break
+        }
+        case 'start_acquire': {
+          const ac = new AbortController()
+          const p = owner(step.client, step.owner).acquire(undefined, ac.signal)
+          p.catch(() => {})
+          background.set(step.id, { p, ac })
+          break
+        }
+        case 'await': {
+          const { p } = background.get(step.id)
+          let got
+          const timer = sleep(step.within_ms ?? 10_000).then(() => 'not within')
+          try {
+            const r = await Promise.race([p, timer])
+            if (r === 'not within') got = r
+            else {
+              got = 'granted'
+              checkToken(step, r.fencingToken)
+            }
+          } catch (e) {
+            got = outcome(e)
+          }
+          assert.equal(got, step.expect, at)
+          break
+        }
+        case 'cancel': {
+          const { p, ac } = background.get(step.id)
+          ac.abort()
+          assert.equal(await p.then(() => 'granted', (e) => outcome(e)), 'cancelled', at)
+          break
+        }
+        case 'hold_count':
+          assert.equal(await owner(step.client, step.owner).holdCount(), step.expect_count, at)
+          break
+        case 'server_state':
+          assert.equal((await serverHeld()) ? 'held' : 'free', step.expect, at)
+          break
+        case 'server_clean': {
+          const clean = await eventually(async () => {
+            if (backend === 'redis') return (await redisLeftovers(url, name)).length === 0
+            const s = await observer.status(name)
+            return !s.held && (s.waiters ?? 0) === 0
+          }, step.within_ms ?? 5000)
+          assert.ok(clean, `${at}: something left on the server`)
+          break
+        }
+        case 'server_waiters': {
+          const ok = await eventually(async () => (await serverWaiters()) === step.expect_count, step.within_ms ?? 5000)
+          assert.ok(ok, `${at}: server waiters != ${step.expect_count} (${await serverWaiters()})`)
+          break
+        }
+        case 'expire_lease':
+          if (backend === 'redis') {
+            const raw = await rawRedis(url)
+            await raw.command('DEL', name)
+            raw.close()
+          } else {
+            await clients[step.client]._debugExpireSession()
+          }
+          break
+        case 'await_lost': {
+          const g = owner(step.client, step.owner).lastGuard
+          const lost = await eventually(() => g.signal.aborted, step.within_ms ?? 10_000)
+          assert.ok(lost && g.signal.reason instanceof LockLostError, `${at}: not told of the loss`)
+          break
+        }
+        case 'lock_name': {
+          const c = clients[0] ?? observer
+          let got = 'ok'
+          try {
+            c.lock(step.name)
+          } catch (e) {
+            got = outcome(e)
+          }
+          assert.equal(got, step.expect, at)
+          break
+        }
+        case 'connect': {
+          let got = 'ok'
+          const t0 = Date.now()
+          try {
+            const c = await connect(step.url)
+            await c.close()
+          } catch (e) {
+            got = outcome(e)
+          }
+          assert.equal(got, step.expect, at)
+          if (step.within_ms) assert.ok(Date.now() - t0 <= step.within_ms, `${at}: took ${Date.now() - t0} ms`)
+          break
+        }
+        case 'sleep':
+          await sleep(step.ms)
+          break
+        default:
+          throw new Error(`unknown op ${step.op}`)
+      }
+    }
+  } finally {
+    await Promise.all(clients.map((c) => c.close()))
+    await observer?.close()
+  }
+  return findings
+}
+
+describe('conformance scenarios', { concurrency: true }, () => {
+  for (const sc of scenarios) {
+    for (const backend of sc.backends) {
+      it(`${sc.name} on ${backend}`, { timeout: 60_000 }, async (t) => {
+        const findings = await runScenario(sc, backend)
+        for (const f of findings) t.diagnostic(`finding: ${f}`)
+      })
+    }
+  }
+})
