@@ -63,10 +63,13 @@ pub fn run(data: &[u8]) {
             6 => {
                 let n = match b.byte().unwrap_or(0) % 2 {
                     0 => Notification::Message {
+                        // Our nonces are 1.. (see acquire above): aim at a live claim's channel.
                         channel: format!(
-                            "redisson_lock__channel:{{/fuzz/lock}}:{}",
-                            m.redis_field(OwnerId(u64::from(b.byte().unwrap_or(0) % 4)))
+                            "redisson_lock__channel:{{/fuzz/lock}}:{}|{:016x}",
+                            m.redis_field(OwnerId(u64::from(b.byte().unwrap_or(0) % 4))),
+                            u64::from(b.byte().unwrap_or(0) % 8)
                         ),
+                        payload: b.u16().unwrap_or(0).to_string(),
                     },
                     _ => Notification::WatchFired { id: pick(&mut b, &ids).unwrap_or(RequestId(0)) },
                 };

@@ -98,8 +98,10 @@ pub struct TransportError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Notification {
-    /// Redis: a pub/sub message on a channel this machine subscribed to.
-    Message { channel: String },
+    /// Redis: a pub/sub message on a channel this machine subscribed to,
+    /// with its payload (`0` for a plain wake-up, a fencing token for a
+    /// direct handoff).
+    Message { channel: String, payload: String },
     /// ZooKeeper: the watch set by the [`Op::Stat`] command `id` fired
     /// (any event type: deletion, data change, or the session's end).
     WatchFired { id: RequestId },

@@ -86,9 +86,10 @@ impl LockName {
         format!("redisson_lock__channel:{{{}}}", self.0)
     }
 
-    /// Redis: the channel one polylock waiter listens on (Redisson's fair-lock naming).
-    pub fn redis_waiter_channel(&self, field: &str) -> String {
-        format!("redisson_lock__channel:{{{}}}:{field}", self.0)
+    /// Redis: the channel one polylock waiter listens on (Redisson's fair-lock
+    /// naming), named by its queue member.
+    pub fn redis_waiter_channel(&self, member: &str) -> String {
+        format!("redisson_lock__channel:{{{}}}:{member}", self.0)
     }
 
     /// ZooKeeper: the lock's parent node; contenders are its children.

@@ -10,9 +10,11 @@
 //!   tokens keep growing even after a restart that lost the data;
 //! - polylock waiters queue in `polylock_queue:{name}` (FIFO, a sorted set
 //!   scored by arrival time) with liveness deadlines in
-//!   `polylock_queue_deadline:{name}`, and each listens on its own channel
-//!   `redisson_lock__channel:{name}:<field>`. A release wakes only the first
-//!   live waiter: one release, one retry, however many wait (no herd).
+//!   `polylock_queue_deadline:{name}` (members `<field>|<claim id>`), and
+//!   each listens on its own channel `redisson_lock__channel:{name}:<member>`. A release hands the lock
+//!   straight to the first live waiter and publishes its fencing token on
+//!   that waiter's channel: one release, one message, however many wait (no
+//!   herd), and the waiter holds the lock without a round trip of its own.
 //!
 //! All scripts are idempotent, so a request whose reply was lost is simply
 //! sent again.
@@ -48,14 +50,16 @@ end
 
 /// KEYS: lock, fence, queue, queue deadlines.
 /// ARGV: field, lease ms, wait ('1' to join the queue when busy), waiter TTL ms,
-/// waiter channel prefix.
+/// waiter channel prefix, queue member (`<field>|<claim id>`: one per claim,
+/// so a message meant for an earlier claim of the same owner is never taken
+/// for this one).
 /// Returns `{1, token}` when granted (also when the field already holds it:
 /// a retried grant), else `{0, pttl}` (`-2` when the key is free but another
 /// waiter is first in line, `-1` for a foreign key without expiry).
 pub static ACQUIRE: Script = Script {
     name: "polylock_acquire",
     source: concat!(
-        "-- polylock acquire v2\n",
+        "-- polylock acquire v3\n",
         r#"
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -85,10 +89,10 @@ end
         r#"
 local first = first_waiter(KEYS[3], KEYS[4])
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  if first == nil or first == ARGV[1] then
+  if first == nil or first == ARGV[6] then
     if first ~= nil then
-      redis.call('ZREM', KEYS[3], ARGV[1])
-      redis.call('ZREM', KEYS[4], ARGV[1])
+      redis.call('ZREM', KEYS[3], ARGV[6])
+      redis.call('ZREM', KEYS[4], ARGV[6])
     end
     return grant(now_us)
   end
@@ -97,8 +101,8 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   end
 end
 if ARGV[3] == '1' then
-  redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[1])
-  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), ARGV[1])
+  redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[6])
+  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), ARGV[6])
   redis.call('PEXPIRE', KEYS[3], ARGV[4])
   redis.call('PEXPIRE', KEYS[4], ARGV[4])
 end
@@ -107,16 +111,19 @@ return {0, redis.call('PTTL', KEYS[1])}
     ),
 };
 
-/// KEYS: lock, queue, queue deadlines.
-/// ARGV: field, Redisson channel, waiter channel prefix.
+/// KEYS: lock, queue, queue deadlines, fence.
+/// ARGV: field, Redisson channel, waiter channel prefix, our queue member.
 /// Leaves the lock and the queue: deletes the lock if our field holds it
-/// (publishing `0` for Redisson waiters), drops our queue entry, and wakes
-/// the first live waiter if the lock is free and we held it or were first.
+/// (publishing `0` for Redisson waiters) and drops our queue entry. If the
+/// lock is then free and we held it or were first in line, it is handed
+/// straight to the first live waiter: granted to its field, with a fencing
+/// token, until that waiter's queue deadline, and the token published on
+/// its channel, so the waiter holds the lock without a round trip of its own.
 /// Returns 1 if we held the lock, else 0. Used for release, cancel and cleanup.
 pub static LEAVE: Script = Script {
     name: "polylock_leave",
     source: concat!(
-        "-- polylock leave v2\n",
+        "-- polylock leave v4\n",
         r#"
 local held = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
 if held then
@@ -130,13 +137,22 @@ end
 "#,
         lua_prelude!(),
         r#"
-local was_first = (not held) and first_waiter(KEYS[2], KEYS[3]) == ARGV[1]
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
+local was_first = (not held) and first_waiter(KEYS[2], KEYS[3]) == ARGV[4]
+redis.call('ZREM', KEYS[2], ARGV[4])
+redis.call('ZREM', KEYS[3], ARGV[4])
 if (held or was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0 then
   local first = first_waiter(KEYS[2], KEYS[3])
   if first ~= nil then
-    redis.call('PUBLISH', ARGV[3] .. ':' .. first, '0')
+    local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], first))
+    redis.call('ZREM', KEYS[2], first)
+    redis.call('ZREM', KEYS[3], first)
+    redis.call('HSET', KEYS[1], string.match(first, '^(.*)|'), 1)
+    redis.call('PEXPIRE', KEYS[1], math.max(1, until_ms - now))
+    if redis.call('EXISTS', KEYS[4]) == 0 then
+      redis.call('SET', KEYS[4], now_us)
+    end
+    local token = redis.call('INCR', KEYS[4])
+    redis.call('PUBLISH', ARGV[3] .. ':' .. first, tostring(token))
   end
 end
 if held then return 1 end
@@ -198,11 +214,19 @@ enum Phase {
 #[derive(Debug)]
 pub(crate) struct RedisClaim {
     field: String,
+    /// Our entry in the waiter queue and the name of our channel: the field
+    /// and an id of this claim.
+    member: String,
     wait: bool,
     phase: Phase,
     subscribed: bool,
     /// A wake-up arrived while an acquire was in flight: retry at once if it says busy.
     woken: bool,
+    /// When the latest acquire that the server answered "queued" was sent.
+    /// The server set our queue deadline no earlier than that plus the
+    /// waiter TTL, and a direct handoff grants until that deadline: the
+    /// lower bound a handed-over lease is counted from.
+    queued_since: Option<Instant>,
     /// When giving up: the moment after which nothing of ours can remain on
     /// the server (lease and queue entry both expired), so retries stop.
     give_up_by: Option<Instant>,
@@ -211,13 +235,15 @@ pub(crate) struct RedisClaim {
 }
 
 impl RedisClaim {
-    pub(crate) fn new(field: String, wait: bool) -> Self {
+    pub(crate) fn new(field: String, claim_id: u64, wait: bool) -> Self {
         RedisClaim {
+            member: format!("{field}|{claim_id:016x}"),
             field,
             wait,
             phase: Phase::Acquiring { req: None, sent_at: Instant::default() },
             subscribed: false,
             woken: false,
+            queued_since: None,
             give_up_by: None,
             timers: Timers::default(),
             backoff: Backoff::default(),
@@ -225,7 +251,7 @@ impl RedisClaim {
     }
 
     fn channel(&self, cx: &Cx<'_>) -> String {
-        cx.name.redis_waiter_channel(&self.field)
+        cx.name.redis_waiter_channel(&self.member)
     }
 
     fn send_acquire(&mut self, cx: &mut Cx<'_>) {
@@ -244,6 +270,7 @@ impl RedisClaim {
                 if self.wait { "1" } else { "0" }.to_owned(),
                 cx.cfg.waiter_ttl.as_millis().to_string(),
                 n.redis_channel(),
+                self.member.clone(),
             ],
         });
         self.woken = false;
@@ -268,8 +295,13 @@ impl RedisClaim {
         let n = cx.name;
         let id = cx.out.send(Op::Eval {
             script: &LEAVE,
-            keys: vec![n.redis_key().to_owned(), n.redis_queue_key(), n.redis_queue_deadline_key()],
-            args: vec![self.field.clone(), n.redis_channel(), n.redis_channel()],
+            keys: vec![
+                n.redis_key().to_owned(),
+                n.redis_queue_key(),
+                n.redis_queue_deadline_key(),
+                n.redis_fence_key(),
+            ],
+            args: vec![self.field.clone(), n.redis_channel(), n.redis_channel(), self.member.clone()],
         });
         self.timers.clear(Timer::Retry);
         self.phase = Phase::Leaving { req: Some(id) };
@@ -292,6 +324,27 @@ impl RedisClaim {
         self.timers.set(Timer::Loss, sent_at.saturating_add(cfg.lease).saturating_sub(cfg.drift()));
         self.timers.set(Timer::Renew, sent_at.saturating_add(cfg.renew_interval()));
         self.backoff.reset();
+    }
+
+    /// Takes a lock handed over by the previous holder. The server granted
+    /// it until our queue deadline, which it set no earlier than
+    /// `queued_since` plus the waiter TTL; our own deadline is that less the
+    /// drift margin. A renewal goes out at once to extend it to a full lease.
+    fn handed_over(&mut self, cx: &mut Cx<'_>, token: FencingToken, queued_since: Instant) -> Progress {
+        let ttl = cx.cfg.waiter_ttl;
+        let drift = ttl / 100 + std::time::Duration::from_millis(12);
+        let until = queued_since.saturating_add(ttl).saturating_sub(drift);
+        if until <= cx.now {
+            // Too old to count on: confirm with a round trip instead.
+            self.send_acquire(cx);
+            return Progress::Pending;
+        }
+        self.send_unsubscribe(cx);
+        self.timers.clear_all();
+        self.timers.set(Timer::Loss, until);
+        self.backoff.reset();
+        self.send_renew(cx, token);
+        Progress::Granted(token)
     }
 
     fn retry_later(&mut self, cx: &Cx<'_>) {
@@ -330,6 +383,7 @@ impl RedisClaim {
             self.finish();
             return Progress::Busy;
         }
+        self.queued_since = Some(sent_at);
         if !self.subscribed {
             // Subscribe, then try once more: a release between our first try
             // and the subscription would otherwise go unheard.
@@ -428,14 +482,25 @@ impl Claim for RedisClaim {
     }
 
     fn on_notification(&mut self, cx: &mut Cx<'_>, n: &Notification) -> Progress {
-        let Notification::Message { channel } = n else { return Progress::Pending };
+        let Notification::Message { channel, payload } = n else { return Progress::Pending };
         if *channel != self.channel(cx) {
             return Progress::Pending;
         }
-        match self.phase {
-            Phase::Waiting => self.send_acquire(cx),
-            Phase::Acquiring { req: Some(_), .. } => self.woken = true,
-            _ => {}
+        let waiting = matches!(self.phase, Phase::Waiting | Phase::Acquiring { .. } | Phase::Subscribing { .. });
+        match payload.parse::<u64>() {
+            // A direct handoff: the lock is ours, until our queue deadline.
+            Ok(token) if token > 0 && waiting => match self.queued_since {
+                Some(since) => return self.handed_over(cx, FencingToken(token), since),
+                // Granted before we saw our own "queued" reply: ask once more
+                // (the acquire script confirms a grant our field already has).
+                None if !matches!(self.phase, Phase::Acquiring { req: Some(_), .. }) => self.send_acquire(cx),
+                None => self.woken = true,
+            },
+            _ => match self.phase {
+                Phase::Waiting => self.send_acquire(cx),
+                Phase::Acquiring { req: Some(_), .. } => self.woken = true,
+                _ => {}
+            },
         }
         Progress::Pending
     }

@@ -207,8 +207,9 @@ async fn connect_redis(
             let Some(shared) = cell.get().and_then(Weak::upgrade) else { return Ok(()) };
             match push.kind {
                 redis::PushKind::Message => {
-                    if let Some(redis::Value::BulkString(ch)) = push.data.first() {
-                        shared.message(&String::from_utf8_lossy(ch));
+                    if let [redis::Value::BulkString(ch), redis::Value::BulkString(payload), ..] = push.data.as_slice()
+                    {
+                        shared.message(&String::from_utf8_lossy(ch), &String::from_utf8_lossy(payload));
                     }
                 }
                 redis::PushKind::Disconnection => {

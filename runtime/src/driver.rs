@@ -261,10 +261,10 @@ impl Shared {
     }
 
     /// A Redis pub/sub message: route it by channel.
-    pub(crate) fn message(self: &Arc<Self>, channel: &str) {
+    pub(crate) fn message(self: &Arc<Self>, channel: &str, payload: &str) {
         let name = self.lock_inner().channels.get(channel).cloned();
         if let Some(name) = name {
-            self.notify(&name, Notification::Message { channel: channel.to_owned() });
+            self.notify(&name, Notification::Message { channel: channel.to_owned(), payload: payload.to_owned() });
         }
     }
 

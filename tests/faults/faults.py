@@ -286,7 +286,8 @@ def run_fault(fault, pool, trials, result, bound_s, lock_port):
 
 
 def available_workers():
-    langs = [("rust", [os.path.join(ROOT, "target", "release", "examples", "demo_worker")])]
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+    langs = [("rust", [os.path.join(target, "release", "examples", "demo_worker")])]
     subprocess.run(
         ["cargo", "build", "--release", "-q", "-p", "polylock", "--example", "demo_worker"], check=True, cwd=ROOT
     )

@@ -97,6 +97,7 @@ async fn main() {
                         .arg("1")
                         .arg(30000)
                         .arg(n_.redis_channel())
+                        .arg(format!("{field}|0"))
                         .invoke_async(&mut c)
                         .await
                         .unwrap();
@@ -104,9 +105,11 @@ async fn main() {
                         .key(n_.redis_key())
                         .key(n_.redis_queue_key())
                         .key(n_.redis_queue_deadline_key())
+                        .key(n_.redis_fence_key())
                         .arg(&field)
                         .arg(n_.redis_channel())
                         .arg(n_.redis_channel())
+                        .arg(format!("{field}|0"))
                         .invoke_async(&mut c)
                         .await
                         .unwrap();

@@ -634,8 +634,8 @@ impl World {
             Backend::Redis => match &cmd.op {
                 Op::Eval { script, keys, args } => {
                     let fx = self.redis.eval(self.now, script.name, keys, args);
-                    for ch in fx.publish {
-                        self.publish(&ch);
+                    for (ch, payload) in fx.publish {
+                        self.publish(&ch, &payload);
                     }
                     fx.reply
                 }
@@ -687,12 +687,13 @@ impl World {
         self.at(t, Ev::Deliver { c, input });
     }
 
-    fn publish(&mut self, channel: &str) {
+    fn publish(&mut self, channel: &str, payload: &str) {
         let subs = self.redis.subs.get(channel).cloned().unwrap_or_default();
+        let msg = || Notification::Message { channel: channel.to_owned(), payload: payload.to_owned() };
         for s in subs {
-            self.push_pub(s, Input::Notif(Notification::Message { channel: channel.to_owned() }));
+            self.push_pub(s, Input::Notif(msg()));
             if self.rng.chance(self.sc.faults.dup_per_mille) {
-                self.push_pub(s, Input::Notif(Notification::Message { channel: channel.to_owned() }));
+                self.push_pub(s, Input::Notif(msg()));
             }
         }
     }

@@ -29,8 +29,8 @@ pub struct RedisModel {
 
 pub struct Effects {
     pub reply: Reply,
-    /// (channel) to publish to after the reply
-    pub publish: Vec<String>,
+    /// (channel, payload) to publish after the reply
+    pub publish: Vec<(String, String)>,
 }
 
 impl RedisModel {
@@ -149,11 +149,11 @@ impl RedisModel {
         Effects { reply: Reply::Redis(reply), publish }
     }
 
-    fn acquire(&mut self, now: u64, k: &[String], a: &[String], publish: &mut Vec<String>) -> RedisValue {
+    fn acquire(&mut self, now: u64, k: &[String], a: &[String], publish: &mut Vec<(String, String)>) -> RedisValue {
         self.acquire_calls += 1;
         let (lock, fence, q, d) = (&k[0], &k[1], &k[2], &k[3]);
-        let (field, lease, wait, wttl, prefix) =
-            (&a[0], a[1].parse::<u64>().unwrap(), a[2] == "1", a[3].parse::<u64>().unwrap(), &a[4]);
+        let (field, lease, wait, wttl, prefix, member) =
+            (&a[0], a[1].parse::<u64>().unwrap(), a[2] == "1", a[3].parse::<u64>().unwrap(), &a[4], &a[5]);
         if self.hexists(now, lock, field) {
             self.pexpire(now, lock, lease);
             let token = match self.live(now, fence) {
@@ -165,64 +165,78 @@ impl RedisModel {
         let mut pruned = false;
         let first = self.first_waiter(now, q, d, &mut pruned);
         if !self.exists(now, lock) {
-            if first.is_none() || first.as_deref() == Some(field.as_str()) {
+            if first.is_none() || first.as_deref() == Some(member.as_str()) {
                 let mut h = BTreeMap::new();
                 h.insert(field.clone(), 1);
                 self.keys.insert(lock.clone(), (Value::Hash(h), Some(now + lease)));
                 if first.is_some() {
-                    self.zrem(now, q, field);
-                    self.zrem(now, d, field);
+                    self.zrem(now, q, member);
+                    self.zrem(now, d, member);
                 }
-                let token = match self.live(now, fence) {
-                    Some(Value::Counter(c)) => {
-                        *c += 1;
-                        *c
-                    }
-                    _ => {
-                        let start = now as i64 * 1000 + 1;
-                        self.keys.insert(fence.clone(), (Value::Counter(start), None));
-                        start
-                    }
-                };
+                let token = self.incr_fence(now, fence);
                 self.grants.push((now, field.clone(), token as u64));
                 return RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)]);
             }
             if pruned {
-                publish.push(format!("{prefix}:{}", first.unwrap()));
+                publish.push((format!("{prefix}:{}", first.unwrap()), "0".into()));
                 self.wakeups_sent += 1;
             }
         }
         if wait {
             // now_us: the model's clock has ms resolution; a per-call counter breaks ties in arrival order.
             let arrival = now as f64 * 1000.0 + (self.acquire_calls % 1000) as f64;
-            self.zadd(now, q, field, arrival, true);
-            self.zadd(now, d, field, (now + wttl) as f64, false);
+            self.zadd(now, q, member, arrival, true);
+            self.zadd(now, d, member, (now + wttl) as f64, false);
             self.pexpire(now, q, wttl);
             self.pexpire(now, d, wttl);
         }
         RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(self.pttl(now, lock))])
     }
 
-    fn leave(&mut self, now: u64, k: &[String], a: &[String], publish: &mut Vec<String>) -> RedisValue {
-        let (lock, q, d) = (&k[0], &k[1], &k[2]);
-        let (field, channel, prefix) = (&a[0], &a[1], &a[2]);
+    fn leave(&mut self, now: u64, k: &[String], a: &[String], publish: &mut Vec<(String, String)>) -> RedisValue {
+        let (lock, q, d, fence) = (&k[0], &k[1], &k[2], &k[3]);
+        let (field, channel, prefix, member) = (&a[0], &a[1], &a[2], &a[3]);
         let mut pruned = false;
-        let was_first = self.first_waiter(now, q, d, &mut pruned).as_deref() == Some(field.as_str());
-        self.zrem(now, q, field);
-        self.zrem(now, d, field);
         let held = self.hexists(now, lock, field);
+        let was_first = !held && self.first_waiter(now, q, d, &mut pruned).as_deref() == Some(member.as_str());
+        self.zrem(now, q, member);
+        self.zrem(now, d, member);
         if held {
             self.keys.remove(lock);
-            publish.push(channel.clone());
+            publish.push((channel.clone(), "0".into()));
             self.releases += 1;
         }
         if (held || was_first || pruned) && !self.exists(now, lock) {
             if let Some(first) = self.first_waiter(now, q, d, &mut pruned) {
-                publish.push(format!("{prefix}:{first}"));
+                // Direct handoff: granted until the waiter's queue deadline.
+                let until = self.zset(now, d).and_then(|z| z.get(&first).copied()).unwrap() as u64;
+                self.zrem(now, q, &first);
+                self.zrem(now, d, &first);
+                let mut h = BTreeMap::new();
+                let first_field = first.split('|').next().unwrap().to_owned();
+                h.insert(first_field.clone(), 1);
+                self.keys.insert(lock.clone(), (Value::Hash(h), Some(now + until.saturating_sub(now).max(1))));
+                let token = self.incr_fence(now, fence);
+                self.grants.push((now, first_field, token as u64));
+                publish.push((format!("{prefix}:{first}"), token.to_string()));
                 self.wakeups_sent += 1;
             }
         }
         RedisValue::Int(held as i64)
+    }
+
+    fn incr_fence(&mut self, now: u64, fence: &str) -> i64 {
+        match self.live(now, fence) {
+            Some(Value::Counter(c)) => {
+                *c += 1;
+                *c
+            }
+            _ => {
+                let start = now as i64 * 1000 + 1;
+                self.keys.insert(fence.to_owned(), (Value::Counter(start), None));
+                start
+            }
+        }
     }
 
     /// Deletes a key outright (a fault: someone ran DEL, or a restart lost data).

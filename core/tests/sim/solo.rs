@@ -65,12 +65,15 @@ impl Solo {
                         (Op::Eval { script, keys, args }, _) => {
                             let fx = self.redis.eval(self.now, script.name, keys, args);
                             self.machines[c].handle_reply(now, cmd.id, fx.reply);
-                            for ch in fx.publish {
+                            for (ch, payload) in fx.publish {
                                 let subs = self.redis.subs.get(&ch).cloned().unwrap_or_default();
                                 for s in subs {
                                     self.machines[s].handle_notification(
                                         now,
-                                        polylock_core::Notification::Message { channel: ch.clone() },
+                                        polylock_core::Notification::Message {
+                                            channel: ch.clone(),
+                                            payload: payload.clone(),
+                                        },
                                     );
                                 }
                             }
