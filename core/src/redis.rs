@@ -146,7 +146,7 @@ if (held or was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0 then
     local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], first))
     redis.call('ZREM', KEYS[2], first)
     redis.call('ZREM', KEYS[3], first)
-    redis.call('HSET', KEYS[1], string.match(first, '^(.*)|'), 1)
+    redis.call('HSET', KEYS[1], string.match(first, '^(.*)|') or first, 1)
     redis.call('PEXPIRE', KEYS[1], math.max(1, until_ms - now))
     if redis.call('EXISTS', KEYS[4]) == 0 then
       redis.call('SET', KEYS[4], now_us)

@@ -242,6 +242,7 @@ def run_fault(fault, pool, trials, result, bound_s, lock_port):
         result.trials += 1
         time.sleep(HOLD_MS / 4000)  # inside the critical section
         t0 = now_ns()
+        victim = w
         if fault == "sigkill":
             w.signal(signal.SIGKILL)
             nxt = pool.wait_grant(bound_s, exclude=w, after_ns=t0)
@@ -280,7 +281,8 @@ def run_fault(fault, pool, trials, result, bound_s, lock_port):
         else:
             raise ValueError(fault)
         if nxt is None:
-            result.failures.append(f"trial {result.trials}: no grant within {bound_s} s after the fault")
+            who = f" to {victim.id}" if fault == "cut-acquire" else ""
+            result.failures.append(f"trial {result.trials}: no grant{who} within {bound_s} s after the fault")
         else:
             result.recoveries.append(nxt[1]["t_ns"] - t0)
 
