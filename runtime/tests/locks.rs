@@ -270,3 +270,77 @@ async fn status_reports_holder_token_and_waiters() {
         other.lock(&name).unwrap().release_as(OwnerId(6)).await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_acl_user_and_zookeeper_digest_auth() {
+    // Redis: an ACL user of its own, then a wrong password.
+    let url = redis_url();
+    let user = format!("polylock-test-{}", std::process::id());
+    let mut raw = raw_redis(&url).await;
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", &user, "on", ">s3cret", "~*", "&*", "+@all"])
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let authed = url.replacen("redis://", &format!("redis://{user}:s3cret@"), 1);
+    let c = client(&authed).await;
+    let name = unique("acl");
+    let g = c.lock(&name).unwrap().acquire().await.unwrap();
+    g.release().await.unwrap();
+    let wrong = url.replacen("redis://", &format!("redis://{user}:wrong@"), 1);
+    match Client::connect(&wrong).await {
+        Err(Error::Connect { reason, .. }) => assert!(!reason.contains("wrong"), "the password leaked: {reason}"),
+        other => panic!("{other:?}"),
+    }
+    let _: () = redis::cmd("ACL").arg(&["DELUSER", &user]).query_async(&mut raw).await.unwrap();
+
+    // ZooKeeper: digest credentials from the URL's user info.
+    let zk = zk_url().replacen("zk://", "zk://alice:s3cret@", 1);
+    let c = client(&zk).await;
+    let g = c.lock(&unique("digest")).unwrap().acquire().await.unwrap();
+    g.release().await.unwrap();
+}
+
+/// rediss:// against a real TLS Redis with a private CA (certificates made
+/// here with openssl; the server started here on a free loopback port).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rediss_with_a_private_ca() {
+    let dir = std::env::temp_dir().join(format!("polylock-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let sh = |script: &str| {
+        let ok = std::process::Command::new("sh").arg("-c").arg(script).status().unwrap().success();
+        assert!(ok, "{script}");
+    };
+    sh(&format!(
+        "cd {d} && openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=polylock-test-ca -keyout ca.key -out ca.pem 2>/dev/null \
+         && openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server.key -out server.csr 2>/dev/null \
+         && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.ext \
+         && openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out server.pem 2>/dev/null"
+    ));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = std::process::Command::new("redis-server")
+        .args(["--port", "0", "--bind", "127.0.0.1", "--save", "", "--tls-port", &port.to_string()])
+        .args(["--tls-cert-file", &format!("{d}/server.pem"), "--tls-key-file", &format!("{d}/server.key")])
+        .args(["--tls-ca-cert-file", &format!("{d}/ca.pem"), "--tls-auth-clients", "no"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("rediss://127.0.0.1:{port}?ca={d}/ca.pem");
+    let up = eventually(Duration::from_secs(10), || async { Client::connect(&url).await.is_ok() }).await;
+    let result = async {
+        assert!(up, "the TLS Redis did not come up");
+        let c = client(&url).await;
+        let g = c.lock(&unique("tls")).unwrap().acquire().await.unwrap();
+        assert!(g.fencing_token() > 0);
+        g.release().await.unwrap();
+        // Without the CA the server's certificate is refused.
+        let plain = format!("rediss://127.0.0.1:{port}");
+        assert!(matches!(Client::connect(&plain).await, Err(Error::Connect { .. })));
+    }
+    .await;
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
