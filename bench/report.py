@@ -77,6 +77,8 @@ def jvm_rows(d):
     out = []
     for r in d:
         op, system = r["operation"], r["system"]
+        if op == "throughput":
+            continue
         b = "zookeeper" if ("zk" in system.lower() or "zookeeper" in system.lower() or "curator" in system.lower()) else "redis"
         poly = system.startswith("polylock")
         metric = "floor" if op.startswith("floor") else ("handoff" if op.startswith("handoff") else "uncontended")
@@ -85,12 +87,26 @@ def jvm_rows(d):
     return out
 
 
+def throughput(lang, d):
+    """{backend: acquire+release per second} across 1,000 locks from one client process."""
+    if lang == "rust":
+        return {b: v for b in ("redis", "zookeeper") if (v := d.get("extra", {}).get(f"throughput_{b}")) is not None}
+    if lang == "jvm":
+        return {("zookeeper" if "zk" in r["system"] else "redis"): r["ops_per_s"] for r in d if r["operation"] == "throughput"}
+    return d.get("throughput", {})
+
+
+# How each language's benchmark drives its one client.
+CONCURRENCY = {"rust": "64 tasks", "python": "16 threads, blocking API", "node": "64 async loops",
+               "java": "32 threads, lock()/unlock()"}
+
+
 def fmt(x):
     return f"{x:.0f}" if x >= 10 else f"{x:.1f}"
 
 
 def main():
-    rows, extra, missing = [], {}, []
+    rows, extra, missing, tput = [], {}, [], {}
     for lang, conv in (("rust", rust_rows), ("python", python_rows), ("node", node_rows), ("jvm", jvm_rows)):
         d = load(lang)
         if d is None:
@@ -98,6 +114,7 @@ def main():
             continue
         try:
             rows += conv(d)
+            tput["java" if lang == "jvm" else lang] = throughput(lang, d)
         except (KeyError, TypeError) as e:
             print(f"warning: cannot read bench/{lang}/results.json: {e!r}", file=sys.stderr)
             missing.append(lang)
@@ -171,9 +188,14 @@ def main():
         targets.append(("Server commands per handoff independent of the number of waiters", flat and bool(vals),
                         f"1 → {by_waiters[-1].split('_')[1]} waiters: "
                         + ", ".join(f"{k} {first[k]:.1f} → {last[k]:.1f}" for k in first)))
-    if "throughput_redis" in extra:
-        md += ["## Throughput (Rust, one client process, 1,000 distinct locks, 64 concurrent)", "",
-               f"Redis {extra['throughput_redis']:.0f} acquire+release/s; ZooKeeper {extra.get('throughput_zookeeper', 0):.0f}/s.", ""]
+    if any(tput.values()):
+        md += ["## Throughput: acquire+release per second across 1,000 distinct locks from one client process", "",
+               "| language | concurrency | Redis ops/s | ZooKeeper ops/s |", "|---|---|---:|---:|"]
+        for lang, t in tput.items():
+            if t:
+                cells = [f"{t[b]:.0f}" if b in t else "" for b in ("redis", "zookeeper")]
+                md.append(f"| {lang} | {CONCURRENCY[lang]} | {' | '.join(cells)} |")
+        md.append("")
     if "memory" in extra:
         m = extra["memory"]
         summary = (

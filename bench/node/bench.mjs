@@ -1,7 +1,9 @@
 // polylock beside redlock and redis-semaphore's Mutex, in one run, on the same
 // Redis: uncontended acquire+release latency, cross-process handoff latency,
-// and the floor (an ioredis PING). Prints a Markdown table, writes it to
-// results.md and the raw percentiles to results.json.
+// and the floor (an ioredis PING); and polylock's throughput: acquire+release
+// per second across 1,000 distinct locks from one client, 64 concurrent async
+// loops. Prints a Markdown table, writes it to results.md and the raw figures
+// to results.json. BENCH_ONLY_THROUGHPUT=1: print the throughput, write nothing.
 import { fork } from 'node:child_process'
 import { once } from 'node:events'
 import { writeFileSync } from 'node:fs'
@@ -18,6 +20,9 @@ const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000)
 const HANDOFFS = Number(process.env.BENCH_HANDOFFS ?? 100)
 // How long the holder keeps the lock after the waiter said it is about to block.
 const HOLD_MS = 25
+const TP_LOCKS = 1000
+const TP_LOOPS = 64
+const TP_MS = 3000
 
 const key = (what) => `/polylock-bench/node-${what}-${process.pid}-${Date.now()}`
 const now = () => process.hrtime.bigint()
@@ -78,7 +83,40 @@ async function handoff(kind, url) {
   return percentiles(samples)
 }
 
-const results = { settings: { WARMUP, ITERATIONS, HANDOFFS, HOLD_MS, POLL_MS, redis: REDIS, zk: ZK ?? null }, redis: {}, zookeeper: {} }
+// acquire+release per second across TP_LOCKS names from one client: TP_LOOPS
+// async loops, each walking its own slice of the names; counted for TP_MS
+// after half a second of warm-up.
+async function throughput(url) {
+  const impl = await open('polylock', url)
+  const prefix = key('throughput')
+  let done = 0
+  let stop = false
+  const loop = async (t) => {
+    const mine = []
+    for (let i = t; i < TP_LOCKS; i += TP_LOOPS) mine.push(`${prefix}/${i}`)
+    for (let i = 0; !stop; i = (i + 1) % mine.length) {
+      await impl.release(await impl.acquire(mine[i]))
+      done++
+    }
+  }
+  const loops = Array.from({ length: TP_LOOPS }, (_, t) => loop(t))
+  await sleep(500)
+  const n0 = done
+  const t0 = now()
+  await sleep(TP_MS)
+  const ops = Math.round((done - n0) / (toMs(now() - t0) / 1000))
+  stop = true
+  await Promise.all(loops)
+  await impl.close()
+  return ops
+}
+
+const throughputs = { redis: await throughput(REDIS) }
+if (ZK) throughputs.zookeeper = await throughput(ZK)
+console.error(`throughput (acquire+release/s, ${TP_LOCKS} locks, ${TP_LOOPS} async loops, one client): ${JSON.stringify(throughputs)}`)
+if (process.env.BENCH_ONLY_THROUGHPUT === '1') process.exit(0)
+
+const results = { settings: { WARMUP, ITERATIONS, HANDOFFS, HOLD_MS, POLL_MS, redis: REDIS, zk: ZK ?? null }, redis: {}, zookeeper: {}, throughput: throughputs }
 results.floor = await floor()
 for (const kind of KINDS) {
   results.redis[kind] = { uncontended: await uncontended(kind, REDIS), handoff: await handoff(kind, REDIS) }
@@ -109,6 +147,9 @@ if (results.zookeeper.polylock) {
   lines.push(`| zookeeper | polylock | ${f(r.uncontended.p50)} | ${f(r.uncontended.p99)} | ${f(r.handoff.p50)} | ${f(r.handoff.p99)} | | |`)
 }
 lines.push(`| redis | floor: ioredis PING | ${f(results.floor.p50)} | ${f(results.floor.p99)} | | | | |`)
+lines.push('', `Throughput, acquire+release per second across ${TP_LOCKS} distinct locks from one client (${TP_LOOPS} concurrent async loops,`,
+  `\`await lock.acquire()\` / \`release()\`, ${TP_MS / 1000} s after 0.5 s warm-up):`, '', '| backend | ops/s |', '| --- | ---: |')
+for (const [b, ops] of Object.entries(throughputs)) lines.push(`| ${b} | ${ops} |`)
 const table = lines.join('\n') + '\n'
 process.stdout.write(table)
 const here = new URL('.', import.meta.url)

@@ -1,9 +1,11 @@
 """polylock against the locks a Python user would pick instead, in one run
 against the same servers: uncontended acquire+release latency, and handoff
 latency (the holder releases; a waiter blocked in another process returns
-from acquire), plus the floor (one round trip to the server).
+from acquire), plus the floor (one round trip to the server), and polylock's
+throughput: acquire+release per second across 1,000 distinct locks from one
+client, 16 threads using the blocking API.
 
-    python bench/python/bench.py [--iterations 1000] [--handoffs 50]
+    python bench/python/bench.py [--iterations 1000] [--handoffs 50] [--only-throughput]
 
 Needs POLYLOCK_TEST_REDIS and POLYLOCK_TEST_ZK. Writes a Markdown table to
 stdout and bench/python/results.md, raw percentiles to results.json.
@@ -12,10 +14,12 @@ stdout and bench/python/results.md, raw percentiles to results.json.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing
 import os
 import platform
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -166,6 +170,41 @@ def handoff(lib: str, name: str, rounds: int, warmup: int = 3) -> dict[str, floa
     return percentiles(samples)
 
 
+def throughput(
+    url: str, prefix: str, threads: int = 16, locks: int = 1000, seconds: float = 3.0
+) -> int:
+    """polylock acquire+release per second across ``locks`` names from one
+    client: ``threads`` threads, each walking its own slice of the names;
+    counted for ``seconds`` after half a second of warm-up."""
+    import polylock
+
+    client = polylock.connect(url)
+    names = [f"{prefix}/{i}" for i in range(locks)]
+    counts = [0] * threads
+    stop = threading.Event()
+
+    def loop(t: int) -> None:
+        for name in itertools.cycle(names[t::threads]):
+            if stop.is_set():
+                return
+            with client.lock(name):
+                pass
+            counts[t] += 1
+
+    workers = [threading.Thread(target=loop, args=(t,), daemon=True) for t in range(threads)]
+    for w in workers:
+        w.start()
+    time.sleep(0.5)
+    n0, t0 = sum(counts), time.perf_counter()
+    time.sleep(seconds)
+    n1, t1 = sum(counts), time.perf_counter()
+    stop.set()
+    for w in workers:
+        w.join()
+    client.close()
+    return round((n1 - n0) / (t1 - t0))
+
+
 def ratio(ours: float, theirs: float) -> str:
     return f"{ours / theirs:.2f}" if theirs else "-"
 
@@ -202,8 +241,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--handoffs", type=int, default=50)
     ap.add_argument("--only", nargs="*", default=list(LIBRARIES))
+    ap.add_argument("--only-throughput", action="store_true", help="write no files")
     args = ap.parse_args(argv)
     run = f"{os.getpid()}-{int(time.time())}"
+    tp = {
+        b: throughput(url, f"/polylock-bench/throughput-{b}-{run}")
+        for b, url in (("redis", _redis_url()), ("zookeeper", os.environ["POLYLOCK_TEST_ZK"]))
+    }
+    print(f"throughput (acquire+release/s, 1,000 locks, 16 threads, one client): {tp}", flush=True)
+    if args.only_throughput:
+        return
     results: dict[str, dict[str, object]] = {}
     for lib in args.only:
         name = f"/polylock-bench/{lib}-{run}"
@@ -229,9 +276,14 @@ def main(argv: list[str] | None = None) -> None:
         f"Python {meta['python']}, {meta['cpus']} CPUs, loopback servers; "
         f"{args.iterations} uncontended iterations, {args.handoffs} cross-process handoffs.\n\n"
         + md
-        + "\n"
+        + "\n\nThroughput, acquire+release per second across 1,000 distinct locks from one client "
+        + "(16 threads, `with client.lock(name):`, 3 s after 0.5 s warm-up):\n\n"
+        + "| backend | ops/s |\n|---|---:|\n"
+        + "".join(f"| {b} | {ops} |\n" for b, ops in tp.items())
     )
-    (HERE / "results.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    (HERE / "results.json").write_text(
+        json.dumps({"meta": meta, "results": results, "throughput": tp}, indent=2)
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.LongAdder;
 
 import io.polylock.DistributedLock;
 import io.polylock.LockClient;
@@ -32,13 +33,19 @@ import redis.clients.jedis.Jedis;
  * one ZooKeeper {@code exists}, one Redis {@code PING}. Uncontended
  * lock+unlock latency, and handoff latency (the holder's unlock until a
  * waiter blocked in lock() on another client and another thread of this JVM
- * returns). Latencies in microseconds.
+ * returns). Latencies in microseconds. And polylock's throughput: lock+unlock
+ * per second across 1,000 distinct locks from one client, 32 threads
+ * (environment BENCH_ONLY_THROUGHPUT=1: print it, write nothing).
  */
 public final class Bench {
     static final int WARMUP = 300;
     static final int ITERATIONS = 2000;
     static final int HANDOFF_WARMUP = 20;
     static final int HANDOFFS = 200;
+    static final int TP_LOCKS = 1000;
+    static final int TP_THREADS = 32;
+    static final int TP_WARMUP_MS = 500;
+    static final int TP_MS = 3000;
 
     /** A lock as the harness drives it: one thread calls lock/unlock. */
     interface Locker {
@@ -53,6 +60,8 @@ public final class Bench {
 
     record Row(String operation, String system, double p50, double p99, int n) {}
 
+    record Throughput(String system, double opsPerS) {}
+
     public static void main(String[] args) throws Exception {
         Path out = Path.of(args.length > 0 ? args[0] : ".");
         String redisUrl = env("POLYLOCK_TEST_REDIS");
@@ -61,6 +70,12 @@ public final class Bench {
         URI redis = URI.create(redisUrl);
         String run = "bench-" + ProcessHandle.current().pid() + "-" + System.nanoTime();
         List<Row> rows = new ArrayList<>();
+        List<Throughput> tps = List.of(
+                new Throughput("polylock (redis)", throughput(redisUrl, run + "-tp")),
+                new Throughput("polylock (zk)", throughput(zkUrl, "/" + run + "-tp")));
+        if ("1".equals(System.getenv("BENCH_ONLY_THROUGHPUT"))) {
+            System.exit(0);
+        }
 
         // ---- ZooKeeper ----
         ZooKeeper zk = plainZk(zkConnect);
@@ -96,10 +111,10 @@ public final class Bench {
         ra.shutdown();
         rb.shutdown();
 
-        String md = markdown(rows);
+        String md = markdown(rows, tps);
         System.out.println(md);
         Files.writeString(out.resolve("results.md"), md);
-        Files.writeString(out.resolve("results.json"), json(rows));
+        Files.writeString(out.resolve("results.json"), json(rows, tps));
         System.exit(0);
     }
 
@@ -207,6 +222,46 @@ public final class Bench {
         return row("handoff (another client, another thread)", system, ns);
     }
 
+    /**
+     * lock+unlock per second across TP_LOCKS names from one client: TP_THREADS
+     * threads, each walking its own slice of the names; counted for TP_MS
+     * after TP_WARMUP_MS.
+     */
+    static double throughput(String url, String prefix) throws Exception {
+        try (LockClient client = LockClient.connect(url)) {
+            LongAdder done = new LongAdder();
+            CountDownLatch stop = new CountDownLatch(1);
+            List<Thread> threads = new ArrayList<>();
+            for (int t = 0; t < TP_THREADS; t++) {
+                List<DistributedLock> mine = new ArrayList<>();
+                for (int i = t; i < TP_LOCKS; i += TP_THREADS) {
+                    mine.add(client.newLock(prefix + "/" + i));
+                }
+                Thread th = new Thread(() -> {
+                    for (int i = 0; stop.getCount() > 0; i = (i + 1) % mine.size()) {
+                        DistributedLock l = mine.get(i);
+                        l.lock();
+                        l.unlock();
+                        done.increment();
+                    }
+                }, "bench-throughput-" + t);
+                th.start();
+                threads.add(th);
+            }
+            Thread.sleep(TP_WARMUP_MS);
+            long n0 = done.sum();
+            long t0 = System.nanoTime();
+            Thread.sleep(TP_MS);
+            double ops = (done.sum() - n0) / ((System.nanoTime() - t0) / 1e9);
+            stop.countDown();
+            for (Thread th : threads) {
+                th.join();
+            }
+            System.err.printf(Locale.ROOT, "%-40s %-28s %9.0f lock+unlock/s%n", "throughput", url, ops);
+            return ops;
+        }
+    }
+
     static Row row(String operation, String system, long[] ns) {
         long[] s = ns.clone();
         Arrays.sort(s);
@@ -219,7 +274,7 @@ public final class Bench {
     // ---- output -----------------------------------------------------------
 
     /** Ratios: polylock over the anchor library of its backend, and every row over its backend's floor. */
-    static String markdown(List<Row> rows) {
+    static String markdown(List<Row> rows, List<Throughput> tps) {
         Map<String, Row> by = new LinkedHashMap<>();
         for (Row r : rows) {
             by.put(r.operation() + "|" + r.system(), r);
@@ -242,18 +297,28 @@ public final class Bench {
         sb.append(String.format(Locale.ROOT, "%nUncontended: %d iterations after %d warm-up; handoff: %d after %d, "
                 + "waiter on a second client in another thread of the same JVM. Loopback servers, 2 cores.%n",
                 ITERATIONS, WARMUP, HANDOFFS, HANDOFF_WARMUP));
+        sb.append(String.format(Locale.ROOT, "%nThroughput, lock+unlock per second across %d distinct locks from one client "
+                + "(%d threads, `lock()`/`unlock()`, %d s after %d ms warm-up):%n%n| system | ops/s |%n|---|---:|%n",
+                TP_LOCKS, TP_THREADS, TP_MS / 1000, TP_WARMUP_MS));
+        for (Throughput t : tps) {
+            sb.append(String.format(Locale.ROOT, "| %s | %.0f |%n", t.system(), t.opsPerS()));
+        }
         return sb.toString();
     }
 
-    static String json(List<Row> rows) {
-        StringBuilder sb = new StringBuilder("[\n");
-        for (int i = 0; i < rows.size(); i++) {
-            Row r = rows.get(i);
-            sb.append(String.format(Locale.ROOT,
-                    "  {\"operation\": \"%s\", \"system\": \"%s\", \"p50_us\": %.1f, \"p99_us\": %.1f, \"n\": %d}%s%n",
-                    r.operation(), r.system(), r.p50(), r.p99(), r.n(), i + 1 < rows.size() ? "," : ""));
+    static String json(List<Row> rows, List<Throughput> tps) {
+        List<String> entries = new ArrayList<>();
+        for (Row r : rows) {
+            entries.add(String.format(Locale.ROOT,
+                    "  {\"operation\": \"%s\", \"system\": \"%s\", \"p50_us\": %.1f, \"p99_us\": %.1f, \"n\": %d}",
+                    r.operation(), r.system(), r.p50(), r.p99(), r.n()));
         }
-        return sb.append("]\n").toString();
+        for (Throughput t : tps) {
+            entries.add(String.format(Locale.ROOT,
+                    "  {\"operation\": \"throughput\", \"system\": \"%s\", \"ops_per_s\": %.0f, \"threads\": %d, \"locks\": %d}",
+                    t.system(), t.opsPerS(), TP_THREADS, TP_LOCKS));
+        }
+        return "[\n" + String.join(",\n", entries) + "\n]\n";
     }
 
     // ---- clients ----------------------------------------------------------
