@@ -59,6 +59,9 @@ pub enum LossReason {
     NodeDeleted,
     /// The server answered something impossible; the machine stopped.
     Protocol,
+    /// ZooKeeper: the process itself was stalled (a GC pause, SIGSTOP) long
+    /// enough that the server may have expired the session meanwhile.
+    Paused,
 }
 
 impl std::fmt::Display for LossReason {
@@ -70,6 +73,7 @@ impl std::fmt::Display for LossReason {
             LossReason::Disconnected => "disconnected from ZooKeeper for too long",
             LossReason::NodeDeleted => "lock node deleted by another client",
             LossReason::Protocol => "protocol error",
+            LossReason::Paused => "the process was paused longer than the session is sure to survive",
         })
     }
 }

@@ -163,6 +163,7 @@ impl LockMachine {
         nonce: Nonce,
     ) -> Result<Ticket, Error> {
         let now = self.clock.observe(now);
+        self.run_due(now);
         self.usable()?;
         if self.lost.is_some_and(|(o, _, _)| o == owner) {
             self.lost = None;
@@ -191,6 +192,7 @@ impl LockMachine {
     /// lock (the lock stays as it was); [`Error::Lost`] once after a loss.
     pub fn release(&mut self, now: Instant, owner: OwnerId) -> Result<ReleaseProgress, Error> {
         let now = self.clock.observe(now);
+        self.run_due(now);
         if let Some((o, reason, remaining)) = self.lost {
             if o == owner && !self.is_held_by(owner) {
                 self.lost = (remaining > 1).then_some((o, reason, remaining - 1));
@@ -225,6 +227,7 @@ impl LockMachine {
     /// Returns false if the ticket is not waiting (already granted or failed).
     pub fn cancel(&mut self, now: Instant, ticket: Ticket) -> bool {
         let now = self.clock.observe(now);
+        self.run_due(now);
         let Some(pos) = self.waiters.iter().position(|w| w.ticket == ticket) else {
             return false;
         };
@@ -259,6 +262,7 @@ impl LockMachine {
     /// (a cancelled attempt's, an unsubscribe's) are dropped.
     pub fn handle_reply(&mut self, now: Instant, id: RequestId, reply: Reply) {
         let now = self.clock.observe(now);
+        self.run_due(now);
         if self.active.as_ref().is_some_and(|s| s.claim.owns(id)) {
             let mut slot = self.active.take().expect("checked above");
             let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
@@ -276,12 +280,14 @@ impl LockMachine {
     /// Feeds a pub/sub message or a fired watch.
     pub fn handle_notification(&mut self, now: Instant, n: Notification) {
         let now = self.clock.observe(now);
+        self.run_due(now);
         self.for_each_slot(now, |claim, cx| claim.on_notification(cx, &n));
     }
 
     /// Feeds a change of connection or session state.
     pub fn handle_connection(&mut self, now: Instant, ev: ConnectionEvent) {
         let now = self.clock.observe(now);
+        self.run_due(now);
         self.for_each_slot(now, |claim, cx| claim.on_connection(cx, ev));
     }
 
@@ -289,6 +295,17 @@ impl LockMachine {
     /// deadlines, retries.
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock.observe(now);
+        self.run_due(now);
+    }
+
+    /// Runs what is due at `now`. Every input calls it first, so a holder
+    /// whose deadline passed while the process was stalled (a GC pause, a
+    /// driver that did not get to its timer) learns of the loss before the
+    /// input is handled: a release then reports it.
+    fn run_due(&mut self, now: Instant) {
+        if self.poll_timeout().is_none_or(|t| t > now) {
+            return;
+        }
         // Slot timers first: a loss due now must be reported before anything else.
         self.for_each_slot(now, |claim, cx| {
             let mut last = Progress::Pending;
@@ -524,5 +541,35 @@ mod tests {
         assert_eq!(m.release(renew_at, owner), Err(Error::Lost(LossReason::RenewalRefused)));
         assert_eq!(m.release(renew_at, owner), Err(Error::Lost(LossReason::RenewalRefused)));
         assert_eq!(m.release(renew_at, owner), Err(Error::NotHeld));
+    }
+
+    /// A ZooKeeper holder whose process stalls longer than a third of the
+    /// session timeout (no heartbeats meanwhile) is told on its next input:
+    /// here, the release reports the loss instead of succeeding.
+    #[test]
+    fn a_stalled_zookeeper_holder_learns_on_its_next_call() {
+        let name = LockName::new("/x").unwrap();
+        let cfg = LockConfig::new(Backend::ZooKeeper);
+        let session = cfg.session_timeout;
+        let mut m = LockMachine::new(cfg, name, Nonce(1)).unwrap();
+        let t0 = Instant::from_millis(0);
+        let owner = OwnerId(1);
+        m.acquire(t0, owner, AcquireOptions::default(), Nonce(2)).unwrap();
+        let create = m.poll_command().unwrap();
+        let list = m.poll_command().unwrap();
+        let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+        let node = format!("{path}0000000007");
+        let child = node.rsplit('/').next().unwrap().to_owned();
+        m.handle_reply(t0, create.id, Reply::Created { path: node, czxid: 40 });
+        m.handle_reply(t0, list.id, Reply::Children(vec![child]));
+        assert!(matches!(m.poll_event(), Some(Event::Granted { .. })));
+        // On time, the watchdog just re-arms.
+        let on_time = m.poll_timeout().unwrap();
+        m.handle_timeout(on_time);
+        assert_eq!(m.poll_event(), None);
+        // Then the process stalls for a whole session timeout.
+        let resumed = on_time.saturating_add(session);
+        assert_eq!(m.release(resumed, owner), Err(Error::Lost(LossReason::Paused)));
+        assert_eq!(m.poll_event(), Some(Event::Lost { owner, token: FencingToken(40), reason: LossReason::Paused }));
     }
 }

@@ -98,9 +98,20 @@ pub(crate) struct ZkClaim {
     phase: Phase,
     timers: Timers,
     backoff: Backoff,
+    /// While held: when the pause watchdog is due. It fires every quarter
+    /// session timeout; firing late by a third of the timeout means the
+    /// process stalled, the client sent no heartbeat meanwhile, and the
+    /// server may have expired the session.
+    watchdog_at: Option<crate::Instant>,
 }
 
 impl ZkClaim {
+    fn arm_watchdog(&mut self, cx: &Cx<'_>) {
+        let at = cx.now.saturating_add(cx.cfg.session_timeout / 4);
+        self.watchdog_at = Some(at);
+        self.timers.set(Timer::Renew, at);
+    }
+
     /// `data` is stored in the node (who holds it, for `status`).
     pub(crate) fn new(nonce: Nonce, data: Vec<u8>, wait: bool) -> Self {
         ZkClaim {
@@ -114,6 +125,7 @@ impl ZkClaim {
             phase: Phase::Recovering { list: None },
             timers: Timers::default(),
             backoff: Backoff::default(),
+            watchdog_at: None,
         }
     }
 
@@ -190,6 +202,7 @@ impl ZkClaim {
         self.backoff.reset();
         if index == 0 {
             self.phase = Phase::Held;
+            self.arm_watchdog(cx);
             let Ok(token) = u64::try_from(czxid) else {
                 return Progress::Fatal(Error::Protocol(format!("negative czxid {czxid}")));
             };
@@ -410,6 +423,15 @@ impl Claim for ZkClaim {
             (Timer::Loss, Phase::Held) => {
                 self.timers.clear_all();
                 Progress::Lost(LossReason::Disconnected)
+            }
+            (Timer::Renew, Phase::Held) => {
+                let late = self.watchdog_at.map_or(std::time::Duration::ZERO, |at| cx.now.saturating_since(at));
+                if late > cx.cfg.session_timeout / 3 {
+                    self.timers.clear_all();
+                    return Progress::Lost(LossReason::Paused);
+                }
+                self.arm_watchdog(cx);
+                Progress::Pending
             }
             (Timer::Retry, Phase::Recovering { list: None }) => {
                 self.send_list(cx, true);
