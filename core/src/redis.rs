@@ -152,7 +152,8 @@ if (held or was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0 then
       redis.call('SET', KEYS[4], now_us)
     end
     local token = redis.call('INCR', KEYS[4])
-    redis.call('PUBLISH', ARGV[3] .. ':' .. first, tostring(token))
+    -- %.0f: tostring would print a large token in float notation.
+    redis.call('PUBLISH', ARGV[3] .. ':' .. first, string.format('%.0f', token))
   end
 end
 if held then return 1 end

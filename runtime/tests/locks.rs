@@ -344,3 +344,52 @@ async fn rediss_with_a_private_ca() {
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
+
+/// A release hands the lock straight to the first queued waiter and
+/// publishes its fencing token as a plain integer (Lua's tostring would
+/// print a microsecond-sized token in float notation, which the waiter
+/// could not read, costing it a round trip).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_hands_over_to_the_first_waiter_with_an_integer_token() {
+    let url = redis_url();
+    let name = unique("handover");
+    let c = client(&url).await;
+    let g = c.lock(&name).unwrap().acquire().await.unwrap();
+    // A waiter queued by hand: member `<field>|<claim id>`, its own channel.
+    let member = "fake-client:1|00000000000000aa";
+    let channel = format!("redisson_lock__channel:{{{name}}}:{member}");
+    let mut raw = raw_redis(&url).await;
+    let now_ms: u64 = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let _: () = redis::cmd("ZADD")
+        .arg(format!("polylock_queue:{{{name}}}"))
+        .arg(1)
+        .arg(member)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("ZADD")
+        .arg(format!("polylock_queue_deadline:{{{name}}}"))
+        .arg(now_ms + 30_000)
+        .arg(member)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let cfg = redis::AsyncConnectionConfig::new().set_push_sender(tx);
+    let sub_client = redis::Client::open(format!("{url}/?protocol=resp3")).unwrap();
+    let mut sub = sub_client.get_multiplexed_async_connection_with_config(&cfg).await.unwrap();
+    sub.subscribe(&channel).await.unwrap();
+    g.release().await.unwrap();
+    let payload = loop {
+        let push = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("no handoff message").unwrap();
+        if push.kind == redis::PushKind::Message {
+            break redis::from_redis_value::<String>(push.data[1].clone()).unwrap();
+        }
+    };
+    let token: u64 = payload.parse().unwrap_or_else(|_| panic!("token {payload:?} is not a plain integer"));
+    let fence: u64 = redis::cmd("GET").arg(format!("polylock_fence:{{{name}}}")).query_async(&mut raw).await.unwrap();
+    assert_eq!(token, fence, "the handed-over token is the counter's latest value");
+    let holder: Vec<String> = redis::cmd("HKEYS").arg(&name).query_async(&mut raw).await.unwrap();
+    assert_eq!(holder, vec!["fake-client:1".to_owned()], "the lock went to the waiter's field");
+    let _: () = redis::cmd("DEL").arg(&name).query_async(&mut raw).await.unwrap();
+}
