@@ -140,7 +140,7 @@ impl Client {
     }
 
     /// Releases every held lock, fails every pending acquire with
-    /// [`Error::Closed`], and waits (at most the request timeout) for the
+    /// [`Error::Closed`], and waits (at most 5 s) for the
     /// server-side cleanup. Later calls fail with `Closed`.
     pub async fn close(&self) {
         let started = self.shared.close();
