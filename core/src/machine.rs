@@ -65,7 +65,7 @@ impl std::fmt::Debug for Slot {
 pub struct LockMachine {
     cfg: LockConfig,
     name: LockName,
-    client_id: String,
+    client_id: Nonce,
     clock: Clock,
     out: Outbox,
     events: VecDeque<Event>,
@@ -92,7 +92,7 @@ impl LockMachine {
         Ok(LockMachine {
             cfg,
             name,
-            client_id: client_id.to_uuid(),
+            client_id,
             clock: Clock::default(),
             out: Outbox::default(),
             events: VecDeque::new(),
@@ -135,7 +135,7 @@ impl LockMachine {
 
     /// The Redis hash field (`<client uuid>:<owner>`) an owner holds the lock under.
     pub fn redis_field(&self, owner: OwnerId) -> String {
-        format!("{}:{}", self.client_id, owner.0)
+        crate::redis::field(self.client_id, owner)
     }
 
     /// True when nothing is held, awaited or being cleaned up, no output

@@ -185,6 +185,12 @@ return {h, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '
 "#,
 };
 
+/// The hash field an owner of a client holds a lock under: Redisson's
+/// `<client uuid>:<thread id>` layout. The one definition of it.
+pub fn field(client_id: crate::Nonce, owner: crate::OwnerId) -> String {
+    format!("{}:{}", client_id.to_uuid(), owner.0)
+}
+
 /// Where a Redis claim is in its life.
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {

@@ -216,7 +216,7 @@ impl Shared {
     }
 
     pub(crate) fn redis_field(&self, owner: OwnerId) -> String {
-        format!("{}:{}", self.client_id.to_uuid(), owner.0)
+        polylock_core::redis::field(self.client_id, owner)
     }
 
     /// Closes every machine: waiters fail, holders release. Returns the cleanup.
