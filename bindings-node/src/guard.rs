@@ -31,10 +31,6 @@ impl NativeGuard {
         let token = guard.into_token();
         NativeGuard { lock, owner, token, loss, released: AtomicBool::new(false) }
     }
-
-    fn lost_error(&self, reason: LossReason) -> napi::Error {
-        to_napi(polylock::Error::Lost { name: self.lock.name().to_owned(), reason })
-    }
 }
 
 #[napi]
@@ -82,9 +78,8 @@ impl NativeGuard {
         if self.released.swap(true, Ordering::SeqCst) {
             return Err(tagged("NotHeld", format!("this guard of lock {:?} was already released", self.lock.name())));
         }
-        if let Some(reason) = *self.loss.borrow() {
-            return Err(self.lost_error(reason));
-        }
+        // Lost or not, the release goes through the runtime: it is what
+        // takes the loss report, so the lock's state can be dropped.
         let lock = self.lock.clone();
         let owner = self.owner;
         let loss = self.loss.clone();

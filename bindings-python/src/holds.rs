@@ -5,13 +5,10 @@
 //! object of one client and name shares one `Holds`, so a thread may
 //! acquire through one handle and release through another.
 //!
-//! Why not just `Lock::release_as(owner)`, now that it reports `Lost` once
-//! per lost hold: (1) the core forgets those pending reports when the owner
-//! acquires again (`LockMachine::acquire` clears `lost`), so a `with` block
-//! entered after a loss inside an outer one would make the outer exit say
-//! NotHeld instead of LockLostError; the guards keep each hold's loss.
-//! (2) `lock.fencing_token` needs the owner's token, which only a `Guard`
-//! carries (the runtime has no per-owner token query).
+//! Why not just `Lock::release_as(owner)`: `lock.fencing_token` needs the
+//! owner's token, which only a `Guard` carries (the runtime has no
+//! per-owner token query yet), and a guard's release names its own grant,
+//! so a stale hold reports its loss and never ends a newer one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -65,18 +65,10 @@ async fn report_loss(mut watch: tokio::sync::watch::Receiver<Option<polylock::Lo
     .await;
 }
 
-/// Ends one hold. A lost one reports its loss, and also takes the runtime's
-/// pending loss report for that owner (`Guard::release` leaves it, and the
-/// client keeps the lock's state until it is taken or the owner acquires
-/// again). Holds are popped newest first, so the owner holds nothing newer
-/// that `release_as` could end instead.
+/// Ends one hold: the guard's own grant (by fencing token), so a lost one
+/// reports its loss and never ends a newer hold of the same owner.
 async fn release_guard(guard: Guard) -> polylock::Result<()> {
-    let Some(reason) = guard.lost_reason() else { return guard.release().await };
-    let (lock, owner) = (guard.lock().clone(), guard.owner());
-    let _ = guard.into_token();
-    // Err(Lost), or Err(NotHeld) if a re-acquire already cleared the report.
-    let _ = lock.release_as(owner).await;
-    Err(polylock::Error::Lost { name: lock.name().to_owned(), reason })
+    guard.release().await
 }
 
 #[pyclass(frozen, module = "polylock._native")]

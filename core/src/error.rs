@@ -62,6 +62,9 @@ pub enum LossReason {
     /// ZooKeeper: the process itself was stalled (a GC pause, SIGSTOP) long
     /// enough that the server may have expired the session meanwhile.
     Paused,
+    /// The client was closed while the lock was held: its release is under
+    /// way, so the lock may be granted to someone else at any moment.
+    Closed,
 }
 
 impl std::fmt::Display for LossReason {
@@ -74,6 +77,7 @@ impl std::fmt::Display for LossReason {
             LossReason::NodeDeleted => "lock node deleted by another client",
             LossReason::Protocol => "protocol error",
             LossReason::Paused => "the process was paused longer than the session is sure to survive",
+            LossReason::Closed => "the client was closed while the lock was held",
         })
     }
 }

@@ -24,10 +24,13 @@
 //!    [`LockMachine::handle_connection`], [`LockMachine::handle_timeout`].
 //!    A time earlier than one already given is treated as the latest seen.
 //! 2. After every input, drains the outputs in this order:
-//!    [`LockMachine::poll_command`] until `None` (send each, in order, on
-//!    the one connection or session, and later feed back exactly one reply
-//!    per command id); [`LockMachine::poll_event`] until `None` (deliver to
-//!    the application); then [`LockMachine::poll_timeout`] (arm one timer).
+//!    [`LockMachine::poll_event`] until `None` (deliver to the
+//!    application); [`LockMachine::poll_command`] until `None` (send each,
+//!    in order, on the one connection or session, and later feed back
+//!    exactly one reply per command id); then [`LockMachine::poll_timeout`]
+//!    (arm one timer). Events come first so that a holder is told of a loss
+//!    (say [`LossReason::Closed`]) before the command that gives the lock
+//!    away leaves.
 //! 3. When the armed instant comes, calls [`LockMachine::handle_timeout`]
 //!    (calling it early or twice is harmless: only due timers run).
 //! 4. Reports connection changes ([`ConnectionEvent`]) to every machine of

@@ -37,6 +37,16 @@ struct Waiter {
     nonce: Nonce,
 }
 
+/// The holds of one lost grant that have not been released yet: each of
+/// those releases reports the loss.
+#[derive(Debug, Clone, Copy)]
+struct LostHolds {
+    owner: OwnerId,
+    token: FencingToken,
+    reason: LossReason,
+    remaining: u32,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Holder {
     owner: OwnerId,
@@ -75,9 +85,10 @@ pub struct LockMachine {
     active: Option<Slot>,
     /// Claims that are only cleaning up (released, cancelled, lost).
     background: Vec<Slot>,
-    /// The owner that lost the lock, why, and how many of its holds have
-    /// not been released yet: each of those releases reports the loss.
-    lost: Option<(OwnerId, LossReason, u32)>,
+    /// Lost grants whose holds have not all been released. Kept per grant
+    /// (not cleared when the owner acquires again), so a stale guard's
+    /// release reports its own loss and never ends the owner's newer hold.
+    lost: Vec<LostHolds>,
     next_ticket: u64,
     next_release: u64,
     fatal: Option<Error>,
@@ -100,7 +111,7 @@ impl LockMachine {
             waiters: VecDeque::new(),
             active: None,
             background: Vec::new(),
-            lost: None,
+            lost: Vec::new(),
             next_ticket: 0,
             next_release: 0,
             fatal: None,
@@ -141,12 +152,20 @@ impl LockMachine {
     /// True when nothing is held, awaited or being cleaned up, no output
     /// is pending and no loss is left to report: the driver may drop the machine.
     pub fn is_idle(&self) -> bool {
-        self.lost.is_none()
+        self.lost.is_empty()
             && self.holder.is_none()
             && self.waiters.is_empty()
             && self.active.is_none()
             && self.background.is_empty()
             && self.events.is_empty()
+    }
+
+    /// True while something of this machine's is still on its way to or
+    /// from the server (a claim contending, held or cleaning up), or an event
+    /// is undelivered. [`Self::is_idle`] is this plus "no loss left to
+    /// report": a closed client waits for this one only.
+    pub fn has_server_work(&self) -> bool {
+        self.active.is_some() || !self.background.is_empty() || !self.events.is_empty()
     }
 
     // ---- application commands -----------------------------------------
@@ -165,9 +184,6 @@ impl LockMachine {
         let now = self.clock.observe(now);
         self.run_due(now);
         self.usable()?;
-        if self.lost.is_some_and(|(o, _, _)| o == owner) {
-            self.lost = None;
-        }
         self.next_ticket += 1;
         let ticket = Ticket(self.next_ticket);
         if let Some(h) = self.holder.as_mut().filter(|h| h.owner == owner) {
@@ -188,20 +204,38 @@ impl LockMachine {
         Ok(ticket)
     }
 
-    /// Ends one hold by `owner`. [`Error::NotHeld`] if it does not hold the
-    /// lock (the lock stays as it was); [`Error::Lost`] once after a loss.
+    /// Ends one hold by `owner`: its current grant if it holds the lock,
+    /// else one hold of a grant it lost. [`Error::NotHeld`] if it has
+    /// neither (the lock stays as it was); [`Error::Lost`] for each hold of
+    /// a lost grant.
     pub fn release(&mut self, now: Instant, owner: OwnerId) -> Result<ReleaseProgress, Error> {
+        self.release_hold(now, owner, None)
+    }
+
+    /// Ends one hold of `owner`'s grant with fencing token `token` (what a
+    /// guard releases): if that grant was lost, [`Error::Lost`], and the
+    /// owner's newer grant, if any, is untouched. `None` is [`Self::release`].
+    pub fn release_hold(
+        &mut self,
+        now: Instant,
+        owner: OwnerId,
+        token: Option<FencingToken>,
+    ) -> Result<ReleaseProgress, Error> {
         let now = self.clock.observe(now);
         self.run_due(now);
-        if let Some((o, reason, remaining)) = self.lost {
-            if o == owner && !self.is_held_by(owner) {
-                self.lost = (remaining > 1).then_some((o, reason, remaining - 1));
-                return Err(Error::Lost(reason));
+        let matches = |o: OwnerId, t: FencingToken| o == owner && token.is_none_or(|want| want == t);
+        if !self.holder.is_some_and(|h| matches(h.owner, h.token)) {
+            let Some(i) = self.lost.iter().position(|l| matches(l.owner, l.token)) else {
+                return Err(self.fatal.clone().unwrap_or(Error::NotHeld));
+            };
+            let reason = self.lost[i].reason;
+            self.lost[i].remaining -= 1;
+            if self.lost[i].remaining == 0 {
+                self.lost.remove(i);
             }
+            return Err(Error::Lost(reason));
         }
-        let Some(h) = self.holder.as_mut().filter(|h| h.owner == owner) else {
-            return Err(self.fatal.clone().unwrap_or(Error::NotHeld));
-        };
+        let h = self.holder.as_mut().expect("checked above");
         if h.count > 1 {
             h.count -= 1;
             return Ok(ReleaseProgress::StillHeld { remaining: h.count });
@@ -246,7 +280,17 @@ impl LockMachine {
             self.abandon_active_for(now, w.ticket);
             self.events.push_back(Event::Failed { ticket: w.ticket, owner: w.owner, error: Error::Closed });
         }
-        if self.holder.take().is_some() {
+        if let Some(h) = self.holder.take() {
+            // Told before the release that gives the lock away is sent
+            // (events are drained before commands), and each hold's release
+            // reports it.
+            self.lost.push(LostHolds {
+                owner: h.owner,
+                token: h.token,
+                reason: LossReason::Closed,
+                remaining: h.count,
+            });
+            self.events.push_back(Event::Lost { owner: h.owner, token: h.token, reason: LossReason::Closed });
             if let Some(mut slot) = self.active.take() {
                 let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
                 slot.claim.give_up(&mut cx);
@@ -439,8 +483,25 @@ impl LockMachine {
                     return self.retire(slot);
                 };
                 let w = self.waiters.remove(pos).expect("position is valid");
-                self.holder = Some(Holder { owner: w.owner, count: 1, token });
                 self.events.push_back(Event::Granted { ticket, owner: w.owner, token, reentry: 0 });
+                // The same owner's other acquires, queued before this grant
+                // (two acquires joined in one task), are re-entries now:
+                // left in the queue they would wait behind their own owner.
+                let mut count = 1;
+                self.waiters.retain(|other| {
+                    if other.owner != w.owner {
+                        return true;
+                    }
+                    self.events.push_back(Event::Granted {
+                        ticket: other.ticket,
+                        owner: w.owner,
+                        token,
+                        reentry: count,
+                    });
+                    count += 1;
+                    false
+                });
+                self.holder = Some(Holder { owner: w.owner, count, token });
                 self.active = Some(slot);
             }
             Progress::Busy => {
@@ -454,7 +515,7 @@ impl LockMachine {
             }
             Progress::Lost(reason) => {
                 if let Some(h) = self.holder.take() {
-                    self.lost = Some((h.owner, reason, h.count));
+                    self.lost.push(LostHolds { owner: h.owner, token: h.token, reason, remaining: h.count });
                     self.events.push_back(Event::Lost { owner: h.owner, token: h.token, reason });
                 }
                 slot.ticket = None;
@@ -491,7 +552,12 @@ impl LockMachine {
     fn fail(&mut self, now: Instant, mut slot: Slot, e: Error) {
         self.fatal = Some(e.clone());
         if let Some(h) = self.holder.take() {
-            self.lost = Some((h.owner, LossReason::Protocol, h.count));
+            self.lost.push(LostHolds {
+                owner: h.owner,
+                token: h.token,
+                reason: LossReason::Protocol,
+                remaining: h.count,
+            });
             self.events.push_back(Event::Lost { owner: h.owner, token: h.token, reason: LossReason::Protocol });
         }
         for w in std::mem::take(&mut self.waiters) {

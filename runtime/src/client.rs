@@ -141,12 +141,14 @@ impl Client {
 
     /// Releases every held lock, fails every pending acquire with
     /// [`Error::Closed`], and waits (at most 5 s) for the
-    /// server-side cleanup. Later calls fail with `Closed`.
+    /// server-side cleanup. Each holder is told `Lost(Closed)` before its
+    /// release is sent, and its guard's release reports that loss. Later
+    /// calls fail with `Closed`.
     pub async fn close(&self) {
         let started = self.shared.close();
         self.shared.spawn_group(started);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while !self.shared.is_idle() && tokio::time::Instant::now() < deadline {
+        while !self.shared.is_quiet() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }

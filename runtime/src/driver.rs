@@ -21,6 +21,7 @@ use polylock_core::{
 };
 use tokio::sync::{oneshot, watch, Notify};
 
+use crate::clock::SuspendAwareClock;
 use crate::error::{Error, Result};
 use crate::transport::{Started, Transport};
 
@@ -68,7 +69,8 @@ struct Inner {
 pub(crate) struct Shared {
     inner: Mutex<Inner>,
     pub(crate) transport: Transport,
-    epoch: std::time::Instant,
+    /// Every deadline's clock: counts time the host spent suspended.
+    clock: SuspendAwareClock,
     timer_wake: Arc<Notify>,
     /// When the timer task will wake next by itself (ms since epoch), so a
     /// new deadline only wakes it early when it must: a grant's renewal,
@@ -92,7 +94,7 @@ impl Shared {
         let shared = Arc::new(Shared {
             inner: Mutex::new(Inner::default()),
             transport,
-            epoch: std::time::Instant::now(),
+            clock: SuspendAwareClock::new(),
             timer_wake: Arc::new(Notify::new()),
             timer_sleeps_until: Arc::new(AtomicU64::new(0)),
             handle: tokio::runtime::Handle::current(),
@@ -105,13 +107,13 @@ impl Shared {
     }
 
     pub(crate) fn now(&self) -> Instant {
-        Instant::from_millis(self.epoch.elapsed().as_millis() as u64)
+        Instant::from_millis(self.clock.elapsed().as_millis() as u64)
     }
 
     /// The instant `d` from now, rounded up to the millisecond so a
     /// deadline never comes early.
     pub(crate) fn deadline_after(&self, d: Duration) -> Instant {
-        let micros = (self.epoch.elapsed() + d).as_micros();
+        let micros = (self.clock.elapsed() + d).as_micros();
         Instant::from_millis(micros.div_ceil(1000) as u64)
     }
 
@@ -175,18 +177,20 @@ impl Shared {
         self.spawn_group(started);
     }
 
-    /// Ends one hold of `owner`. `Ok(None)` when a reentrant hold remains.
+    /// Ends one hold of `owner` (of its grant with fencing token `token`, if
+    /// given: a guard's). `Ok(None)` when a reentrant hold remains.
     pub(crate) fn release(
         self: &Arc<Self>,
         name: &str,
         owner: OwnerId,
+        token: Option<FencingToken>,
     ) -> Result<(Option<oneshot::Receiver<()>>, StartedCmds)> {
         let mut inner = self.lock_inner();
         let now = self.now();
         let Some(entry) = inner.locks.get_mut(name) else {
             return Err(Error::NotHeld(name.to_owned()));
         };
-        match entry.machine.release(now, owner) {
+        match entry.machine.release_hold(now, owner, token) {
             Ok(ReleaseProgress::StillHeld { .. }) => Ok((None, Vec::new())),
             Ok(ReleaseProgress::Releasing(id)) => {
                 entry.holds.remove(&owner);
@@ -235,8 +239,11 @@ impl Shared {
         started
     }
 
-    pub(crate) fn is_idle(&self) -> bool {
-        self.lock_inner().locks.is_empty()
+    /// Nothing of any lock is on its way to or from the server. Closed
+    /// machines whose holders have not released yet stay in the table (so
+    /// those releases report `Lost(Closed)`), but have no server work.
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.lock_inner().locks.values().all(|e| !e.machine.has_server_work())
     }
 
     // ---- inputs from the transport --------------------------------------
@@ -308,24 +315,14 @@ impl Shared {
 
     // ---- outputs --------------------------------------------------------
 
-    /// The drive contract: after an input, start every command in order,
-    /// deliver every event, re-arm the timer. Drops idle machines.
+    /// The drive contract: after an input, deliver every event, start every
+    /// command in order, re-arm the timer. Drops idle machines.
     fn drain(self: &Arc<Self>, inner: &mut Inner, name: &str) -> StartedCmds {
         let mut started = Vec::new();
         let Some(entry) = inner.locks.get_mut(name) else { return started };
+        // Events first: a holder is told of a loss before the command
+        // that gives the lock away leaves (the core's drive contract).
         loop {
-            while let Some(cmd) = entry.machine.poll_command() {
-                match &cmd.op {
-                    Op::Subscribe { channel } => {
-                        inner.channels.insert(channel.clone(), name.to_owned());
-                    }
-                    Op::Unsubscribe { channel } => {
-                        inner.channels.remove(channel);
-                    }
-                    _ => {}
-                }
-                started.push((name.to_owned(), cmd.id, self.transport.start(name, cmd.id, cmd.op)));
-            }
             let mut more = false;
             while let Some(ev) = entry.machine.poll_event() {
                 match ev {
@@ -361,6 +358,18 @@ impl Shared {
                     }
                     _ => {}
                 }
+            }
+            while let Some(cmd) = entry.machine.poll_command() {
+                match &cmd.op {
+                    Op::Subscribe { channel } => {
+                        inner.channels.insert(channel.clone(), name.to_owned());
+                    }
+                    Op::Unsubscribe { channel } => {
+                        inner.channels.remove(channel);
+                    }
+                    _ => {}
+                }
+                started.push((name.to_owned(), cmd.id, self.transport.start(name, cmd.id, cmd.op)));
             }
             if !more {
                 break;
@@ -467,7 +476,7 @@ async fn timer_task(weak: std::sync::Weak<Shared>) {
     const IDLE: Duration = Duration::from_secs(1);
     loop {
         // Hold only a weak reference while asleep, so a dropped client ends this task.
-        let (wake_at, wake, sleeps_until, epoch) = {
+        let (nap, wake, sleeps_until) = {
             let Some(shared) = weak.upgrade() else { return };
             let next = shared.fire_timers();
             let idle_until = shared.now().as_millis() + IDLE.as_millis() as u64;
@@ -479,11 +488,11 @@ async fn timer_task(weak: std::sync::Weak<Shared>) {
             if missed {
                 continue;
             }
-            (wake_at, shared.timer_wake.clone(), shared.timer_sleeps_until.clone(), shared.epoch)
+            let nap = Duration::from_millis(wake_at.saturating_sub(shared.now().as_millis()));
+            (nap, shared.timer_wake.clone(), shared.timer_sleeps_until.clone())
         };
-        let deadline = tokio::time::Instant::from_std(epoch + Duration::from_millis(wake_at));
         tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => {}
+            _ = tokio::time::sleep(nap) => {}
             _ = wake.notified() => {}
         }
         sleeps_until.store(0, AtomicOrdering::Release);

@@ -78,7 +78,11 @@ impl Lock {
     /// lock (at once for a reentrant hold). [`Error::NotHeld`] if `owner`
     /// does not hold it; the lock is then unchanged.
     pub async fn release_as(&self, owner: OwnerId) -> Result<()> {
-        let (rx, started) = self.shared.release(self.name(), owner)?;
+        self.release_hold(owner, None).await
+    }
+
+    async fn release_hold(&self, owner: OwnerId, token: Option<FencingToken>) -> Result<()> {
+        let (rx, started) = self.shared.release(self.name(), owner, token)?;
         if let Some(mut rx) = rx {
             self.shared.drive_until(started, &mut rx).await;
         }
@@ -194,10 +198,11 @@ impl Guard {
     /// was lost while held: whatever ran under it was not protected.
     pub async fn release(mut self) -> Result<()> {
         self.done = true;
-        if let Some(reason) = self.lost_reason() {
-            return Err(Error::Lost { name: self.lock.name().to_owned(), reason });
-        }
-        self.lock.release_as(self.owner).await
+        // Always through the machine, lost or not: a lost hold's release is
+        // what takes the loss report (the machine decides what it says), and
+        // until every hold has taken it the lock's state cannot be dropped.
+        // By token, so a stale guard never ends the owner's newer grant.
+        self.lock.release_hold(self.owner, Some(self.token)).await
     }
 
     /// Forgets the guard without releasing (a binding that releases by owner).
@@ -209,13 +214,13 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if self.done || self.lost_reason().is_some() {
+        if self.done {
             return;
         }
         let lock = self.lock.clone();
-        let owner = self.owner;
+        let (owner, token) = (self.owner, self.token);
         self.lock.shared.handle.spawn(async move {
-            let _ = lock.release_as(owner).await;
+            let _ = lock.release_hold(owner, Some(token)).await;
         });
     }
 }

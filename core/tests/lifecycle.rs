@@ -1,0 +1,117 @@
+//! Lifecycle rules of one machine, driven by hand: what the application is
+//! told, and in which order, around close and concurrent acquires.
+
+use polylock_core::*;
+
+fn granted(token: i64) -> Reply {
+    Reply::Redis(RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)]))
+}
+
+fn redis_machine() -> LockMachine {
+    LockMachine::new(LockConfig::new(Backend::Redis), LockName::new("orders/42").unwrap(), Nonce(1)).unwrap()
+}
+
+fn events(m: &mut LockMachine) -> Vec<Event> {
+    std::iter::from_fn(|| m.poll_event()).collect()
+}
+
+/// Two acquires by one owner before the first grant (`join!(lock.acquire(),
+/// lock.acquire())` in one task): the second becomes a re-entry once the
+/// first is granted, instead of waiting behind its own owner for ever.
+#[test]
+fn a_second_acquire_of_the_same_owner_before_the_grant_becomes_a_reentry() {
+    let mut m = redis_machine();
+    let t0 = Instant::from_millis(0);
+    let owner = OwnerId(7);
+    let first = m.acquire(t0, owner, AcquireOptions::default(), Nonce(2)).unwrap();
+    let cmd = m.poll_command().expect("the acquire script");
+    let second = m.acquire(t0, owner, AcquireOptions::default(), Nonce(3)).unwrap();
+    assert!(m.poll_command().is_none(), "one owner contends on the server once");
+    m.handle_reply(t0, cmd.id, granted(11));
+    assert_eq!(
+        events(&mut m),
+        vec![
+            Event::Granted { ticket: first, owner, token: FencingToken(11), reentry: 0 },
+            Event::Granted { ticket: second, owner, token: FencingToken(11), reentry: 1 },
+        ]
+    );
+    assert_eq!(m.holder(), Some((owner, 2, FencingToken(11))));
+    assert_eq!(m.waiting(), 0);
+    assert!(matches!(m.release(t0, owner), Ok(ReleaseProgress::StillHeld { remaining: 1 })));
+    assert!(matches!(m.release(t0, owner), Ok(ReleaseProgress::Releasing(_))));
+}
+
+/// Another owner queued between them keeps its place: only the granted
+/// owner's own waiters join its hold.
+#[test]
+fn only_the_granted_owners_waiters_become_reentries() {
+    let mut m = redis_machine();
+    let t0 = Instant::from_millis(0);
+    let (a, b) = (OwnerId(1), OwnerId(2));
+    let first = m.acquire(t0, a, AcquireOptions::default(), Nonce(2)).unwrap();
+    let cmd = m.poll_command().unwrap();
+    let other = m.acquire(t0, b, AcquireOptions::default(), Nonce(3)).unwrap();
+    let again = m.acquire(t0, a, AcquireOptions::default(), Nonce(4)).unwrap();
+    m.handle_reply(t0, cmd.id, granted(5));
+    let evs = events(&mut m);
+    assert_eq!(evs.len(), 2, "{evs:?}");
+    assert!(evs.contains(&Event::Granted { ticket: first, owner: a, token: FencingToken(5), reentry: 0 }));
+    assert!(evs.contains(&Event::Granted { ticket: again, owner: a, token: FencingToken(5), reentry: 1 }));
+    assert_eq!(m.waiting(), 1, "owner b still waits ({other:?})");
+}
+
+/// `close` gives a held lock back to the server. Its holder is told
+/// `Lost(Closed)` before the release command is polled, and each of its
+/// holds reports the loss on release.
+#[test]
+fn close_tells_the_holder_before_its_release_goes_out() {
+    let mut m = redis_machine();
+    let t0 = Instant::from_millis(0);
+    let owner = OwnerId(3);
+    m.acquire(t0, owner, AcquireOptions::default(), Nonce(2)).unwrap();
+    let cmd = m.poll_command().unwrap();
+    m.handle_reply(t0, cmd.id, granted(9));
+    let _ = events(&mut m);
+    m.close(t0);
+    // The drive contract delivers events before sending commands.
+    assert_eq!(m.poll_event(), Some(Event::Lost { owner, token: FencingToken(9), reason: LossReason::Closed }));
+    let leave = m.poll_command().expect("the release goes out");
+    assert!(matches!(leave.op, Op::Eval { .. }));
+    assert!(!m.is_idle(), "the release is still in flight");
+    m.handle_reply(t0, leave.id, Reply::Redis(RedisValue::Int(1)));
+    assert!(!m.has_server_work(), "nothing left on the server once the release is answered");
+    assert_eq!(m.release(t0, owner), Err(Error::Lost(LossReason::Closed)));
+    assert!(m.is_idle());
+}
+
+/// A guard's release names its grant by token. After a loss and a new grant
+/// to the same owner, the stale guard's release reports its own loss and
+/// leaves the owner's newer hold alone.
+#[test]
+fn a_stale_guards_release_reports_its_loss_and_spares_the_newer_hold() {
+    let mut m = redis_machine();
+    let t0 = Instant::from_millis(0);
+    let owner = OwnerId(5);
+    m.acquire(t0, owner, AcquireOptions::default(), Nonce(2)).unwrap();
+    let cmd = m.poll_command().unwrap();
+    m.handle_reply(t0, cmd.id, granted(20));
+    let _ = events(&mut m);
+    // The renewal is refused: lost.
+    let renew_at = m.poll_timeout().unwrap();
+    m.handle_timeout(renew_at);
+    let renew = m.poll_command().unwrap();
+    m.handle_reply(renew_at, renew.id, Reply::Redis(RedisValue::Int(0)));
+    let _ = events(&mut m);
+    // Its cleanup finishes (nothing was left to delete).
+    let leave = m.poll_command().expect("the lost claim leaves");
+    m.handle_reply(renew_at, leave.id, Reply::Redis(RedisValue::Int(0)));
+    // The same owner acquires again and is granted token 21.
+    m.acquire(renew_at, owner, AcquireOptions::default(), Nonce(3)).unwrap();
+    let again = m.poll_command().unwrap();
+    m.handle_reply(renew_at, again.id, granted(21));
+    assert_eq!(m.holder(), Some((owner, 1, FencingToken(21))));
+    assert_eq!(m.release_hold(renew_at, owner, Some(FencingToken(20))), Err(Error::Lost(LossReason::RenewalRefused)));
+    assert_eq!(m.holder(), Some((owner, 1, FencingToken(21))), "the newer hold was ended");
+    assert_eq!(m.release_hold(renew_at, owner, Some(FencingToken(20))), Err(Error::NotHeld));
+    assert!(matches!(m.release_hold(renew_at, owner, Some(FencingToken(21))), Ok(ReleaseProgress::Releasing(_))));
+}
