@@ -19,6 +19,7 @@
 //! ```
 
 mod client;
+mod clock;
 mod driver;
 mod error;
 #[doc(hidden)]
