@@ -4,6 +4,7 @@ an unreachable server gives a ConnectionError naming the address."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any, Callable
 
 import polylock
@@ -19,15 +20,6 @@ BAD_LOCKS: list[tuple[str, Callable[[polylock.Client], Any], type[Exception], st
     ("zero lease", lambda c: c.lock("a", lease=0), ValueError, "lease"),
     ("str lease", lambda c: c.lock("a", lease="1"), TypeError, "lease"),  # type: ignore[arg-type]
     ("callback", lambda c: c.lock("a", on_lost=5), TypeError, "on_lost"),  # type: ignore[arg-type]
-    ("timeout -5", lambda c: c.lock(unique("t")).acquire(timeout=-5), ValueError, "timeout"),
-    ("nan", lambda c: c.lock(unique("t")).acquire(timeout=float("nan")), ValueError, "timeout"),
-    (
-        "timeout, non-blocking",
-        lambda c: c.lock(unique("t")).acquire(blocking=False, timeout=1),
-        ValueError,
-        "non-blocking",
-    ),
-    ("str timeout", lambda c: c.lock(unique("t")).acquire(timeout="1"), TypeError, "timeout"),  # type: ignore[arg-type]
     (
         "async timeout -1",
         lambda c: asyncio.run(c.lock(unique("t")).acquire_async(timeout=-1)),
@@ -50,6 +42,41 @@ def test_bad_lock_arguments(
     with pytest.raises(error) as caught:
         call(client)
     assert says in str(caught.value), f"{case}: {caught.value}"
+
+
+# Every value threading.RLock.acquire refuses, and a few it accepts.
+RLOCK_TIMEOUTS: list[dict[str, Any]] = [
+    {"timeout": -5},
+    {"timeout": -1.5},
+    {"timeout": float("nan")},
+    {"timeout": float("inf")},
+    {"timeout": 1e100},
+    {"timeout": "1"},
+    {"timeout": None},
+    {"blocking": False, "timeout": 1},
+    {"blocking": "yes"},
+    {"blocking": None},
+]
+
+
+@pytest.mark.parametrize("kwargs", RLOCK_TIMEOUTS, ids=[repr(k) for k in RLOCK_TIMEOUTS])
+def test_bad_acquire_arguments_raise_what_rlock_raises(
+    client: polylock.Client, kwargs: dict[str, Any]
+) -> None:
+    with pytest.raises(Exception) as expected:
+        threading.RLock().acquire(**kwargs)
+    lock = client.lock(unique("rlock-args"))
+    with pytest.raises(Exception) as caught:
+        lock.acquire(**kwargs)
+    assert (type(caught.value), str(caught.value)) == (type(expected.value), str(expected.value))
+    assert not lock.locked(), "a refused acquire left the lock held"
+
+
+def test_values_rlock_accepts_are_accepted(client: polylock.Client) -> None:
+    lock = client.lock(unique("rlock-ok"))
+    for kwargs in ({"timeout": True}, {"timeout": -1.0}, {"timeout": -0.0}, {"blocking": 1}):
+        assert lock.acquire(**kwargs) is True, kwargs
+        lock.release()
 
 
 BAD_CONNECTS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
