@@ -103,6 +103,9 @@ pub(crate) struct ZkClaim {
     /// process stalled, the client sent no heartbeat meanwhile, and the
     /// server may have expired the session.
     watchdog_at: Option<crate::Instant>,
+    /// Since when the connection has been down, if it is: a grant that
+    /// arrives meanwhile counts its loss deadline from then.
+    down_since: Option<crate::Instant>,
 }
 
 impl ZkClaim {
@@ -112,8 +115,9 @@ impl ZkClaim {
         self.timers.set(Timer::Renew, at);
     }
 
-    /// `data` is stored in the node (who holds it, for `status`).
-    pub(crate) fn new(nonce: Nonce, data: Vec<u8>, wait: bool) -> Self {
+    /// `data` is stored in the node (who holds it, for `status`);
+    /// `down_since` is the machine's knowledge of the connection.
+    pub(crate) fn new(nonce: Nonce, data: Vec<u8>, wait: bool, down_since: Option<crate::Instant>) -> Self {
         ZkClaim {
             nonce,
             generation: 0,
@@ -126,7 +130,34 @@ impl ZkClaim {
             timers: Timers::default(),
             backoff: Backoff::default(),
             watchdog_at: None,
+            down_since,
         }
+    }
+
+    /// When a holder must be told it lost the lock because the connection
+    /// went down, if it is down.
+    fn disconnection_deadline(&self, cx: &Cx<'_>) -> Option<crate::Instant> {
+        self.down_since.map(|down| down.saturating_add(cx.cfg.disconnect_grace()))
+    }
+
+    /// The only way into Held. Starts the pause watchdog and, while the
+    /// connection is down, the loss deadline from the disconnection, exactly
+    /// as if we had held the lock when it went down. False if that deadline
+    /// has already passed: the session may be gone, so the claim is not
+    /// granted and waits for the connection (the same session: look again)
+    /// or the expiry.
+    fn enter_held(&mut self, cx: &Cx<'_>) -> bool {
+        let loss_at = self.disconnection_deadline(cx);
+        if loss_at.is_some_and(|at| at <= cx.now) {
+            self.phase = Phase::Listing { list: None };
+            return false;
+        }
+        self.phase = Phase::Held;
+        self.arm_watchdog(cx);
+        if let Some(at) = loss_at {
+            self.timers.set(Timer::Loss, at);
+        }
+        true
     }
 
     fn node_path(&self, cx: &Cx<'_>, node: &str) -> String {
@@ -201,8 +232,9 @@ impl ZkClaim {
         };
         self.backoff.reset();
         if index == 0 {
-            self.phase = Phase::Held;
-            self.arm_watchdog(cx);
+            if !self.enter_held(cx) {
+                return Progress::Pending;
+            }
             let Ok(token) = u64::try_from(czxid) else {
                 return Progress::Fatal(Error::Protocol(format!("negative czxid {czxid}")));
             };
@@ -377,8 +409,11 @@ impl Claim for ZkClaim {
     fn on_connection(&mut self, cx: &mut Cx<'_>, ev: ConnectionEvent) -> Progress {
         match ev {
             ConnectionEvent::Disconnected => {
+                self.down_since.get_or_insert(cx.now);
                 if self.phase == Phase::Held {
-                    self.timers.set(Timer::Loss, cx.now.saturating_add(cx.cfg.disconnect_grace()));
+                    if let Some(at) = self.disconnection_deadline(cx) {
+                        self.timers.set(Timer::Loss, at);
+                    }
                 }
                 Progress::Pending
             }
@@ -400,6 +435,7 @@ impl Claim for ZkClaim {
                 }
             }
             ConnectionEvent::Connected => {
+                self.down_since = None;
                 self.timers.clear(Timer::Loss);
                 self.backoff.reset();
                 match self.phase.clone() {
