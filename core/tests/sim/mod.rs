@@ -581,6 +581,9 @@ impl World {
 
     fn fire(&mut self, fired: Vec<(usize, RequestId)>) {
         for (w, id) in fired {
+            if self.clients[w].partitioned {
+                continue; // cut off: it learns of the expiry instead
+            }
             self.push_input(w, Input::Notif(Notification::WatchFired { id }), 0);
         }
     }
