@@ -103,3 +103,23 @@ fn a_claim_started_while_disconnected_counts_from_the_disconnection() {
         "a claim begun during a disconnection was not given its loss deadline"
     );
 }
+
+/// The disconnection margin against zookeeper-client 0.11's detection delay
+/// (see `LockConfig::disconnect_grace`): reported at most 9/20 of the
+/// session timeout after the last contact, plus the grace, must leave a
+/// tenth of the session timeout before the server may expire it, from the
+/// 100 ms minimum to a long session.
+#[test]
+fn the_disconnection_grace_leaves_room_for_the_clients_detection_delay() {
+    for ms in [100, 250, 1_000, 2_000, 10_000, 40_000, 600_000] {
+        let mut cfg = LockConfig::new(Backend::ZooKeeper);
+        cfg.session_timeout = std::time::Duration::from_millis(ms);
+        let detected = cfg.session_timeout * 9 / 20;
+        let told = detected + cfg.disconnect_grace();
+        assert!(
+            told + cfg.session_timeout / 10 <= cfg.session_timeout,
+            "session {ms} ms: told {} ms after the last contact",
+            told.as_millis()
+        );
+    }
+}
