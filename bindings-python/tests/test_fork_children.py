@@ -7,6 +7,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+from typing import Callable
 
 import polylock
 import pytest
@@ -56,26 +57,51 @@ def _wait(pid: int, within: float) -> int:
     pytest.fail(f"the forked child hung for {within} s")
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_an_os_fork_child_locks_on_zookeeper_and_redis() -> None:
-    parent = _parent_uses_zookeeper()
+def _fork_and_report(body: Callable[[], str], within: float = 30) -> tuple[int, str]:
+    """Runs `body` in a forked child; returns its exit code and report."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report through the pipe, never return into pytest
         code = 1
         try:
-            report = "tokens " + _take_and_release_everywhere()
+            report = body()
             code = 0
         except BaseException as e:
             report = f"child failed: {e!r}"
         os.write(write, report.encode())
         os._exit(code)
     os.close(write)
-    code = _wait(pid, within=30)
+    code = _wait(pid, within)
     report = os.read(read, 4096).decode()
     os.close(read)
+    return code, report
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_an_os_fork_child_locks_on_zookeeper_and_redis() -> None:
+    parent = _parent_uses_zookeeper()
+    code, report = _fork_and_report(lambda: "tokens " + _take_and_release_everywhere())
     assert code == 0, report
     assert report.startswith("tokens "), report
+    _parent_still_works(parent)
+    parent.close()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_child_of_a_forked_child_locks_too() -> None:
+    """A prefork worker that forks again after using polylock itself."""
+    parent = _parent_uses_zookeeper()
+
+    def child() -> str:
+        mine = _take_and_release_everywhere()
+        code, report = _fork_and_report(lambda: "tokens " + _take_and_release_everywhere())
+        if code != 0:
+            raise AssertionError(f"the grandchild failed: {report}")
+        return f"child {mine}; grandchild {report}"
+
+    code, report = _fork_and_report(child, within=60)
+    assert code == 0, report
+    assert "grandchild tokens " in report, report
     _parent_still_works(parent)
     parent.close()
 

@@ -47,21 +47,23 @@ def native() -> ModuleType:
     pid = os.getpid()
     with _choosing:
         if _used_in is not None and _used_in != pid:
-            _module = _fresh_copy(_module)
+            _module = _fresh_copy()
         _used_in = pid
         return _module
 
 
-def _fresh_copy(loaded: ModuleType) -> ModuleType:
-    origin = loaded.__file__
+def _fresh_copy() -> ModuleType:
+    # Always from the installed file: a copy loaded by an ancestor was
+    # deleted once mapped (a child of a forked child lands here too).
+    origin = _native.__file__
     if origin is None:
         raise _errors.LockError("polylock's native library has no file to load again after fork")
     try:
         with tempfile.TemporaryDirectory(prefix="polylock-fork-") as scratch:
             path = os.path.join(scratch, os.path.basename(origin))
             shutil.copyfile(origin, path)
-            loader = importlib.machinery.ExtensionFileLoader(loaded.__name__, path)
-            spec = importlib.util.spec_from_file_location(loaded.__name__, path, loader=loader)
+            loader = importlib.machinery.ExtensionFileLoader(_native.__name__, path)
+            spec = importlib.util.spec_from_file_location(_native.__name__, path, loader=loader)
             if spec is None:
                 raise ImportError(f"no module spec for {path}")
             module = importlib.util.module_from_spec(spec)
