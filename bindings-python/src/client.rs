@@ -57,8 +57,11 @@ static ZOOKEEPER_USER: AtomicU32 = AtomicU32::new(0);
 
 /// zookeeper-client does its network I/O on async-io's process-global
 /// reactor (an epoll fd and a driver thread, made once). A forked child
-/// inherits the parent's epoll fd but not the thread, so its ZooKeeper
-/// connections would never see an event; refuse clearly instead.
+/// inherits the parent's epoll instance (shared with the parent) but not
+/// the thread, nor the reactor lock that thread held, so its ZooKeeper
+/// connections would never see an event. `polylock.connect` never gets
+/// here in such a child: it loads a fresh copy of this library there
+/// (`python/polylock/_fork.py`). This refusal guards direct `_native` use.
 fn refuse_zookeeper_after_fork(url: &str) -> PyResult<()> {
     if !(url.starts_with("zk://") || url.starts_with("zks://")) {
         return Ok(());
@@ -69,8 +72,8 @@ fn refuse_zookeeper_after_fork(url: &str) -> PyResult<()> {
         Err(first) if first == me => Ok(()),
         Err(first) => Err(lock_error(format!(
             "cannot connect to ZooKeeper in a process forked after its parent (pid {first}) used \
-             ZooKeeper: the ZooKeeper client's I/O reactor does not survive fork; start this process \
-             with multiprocessing's 'spawn' method, or fork before connecting"
+             ZooKeeper: the ZooKeeper client's I/O reactor does not survive fork; connect with \
+             polylock.connect(), which loads a private copy of this library in a forked child"
         ))),
     }
 }

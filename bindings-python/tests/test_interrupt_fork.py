@@ -51,8 +51,8 @@ def _wait_child(pid: int, within: float) -> int:
 
 
 def _child_connects(url: str, name: str) -> str:
-    """In the forked child: a new client of its own works (Redis), or is
-    refused at once with a clear error (ZooKeeper, see src/client.rs)."""
+    """In the forked child: a new client of its own works, on either backend
+    (see python/polylock/_fork.py)."""
     try:
         with polylock.connect(url) as mine, mine.lock(name) as own:
             return f"child token {own.fencing_token}"
@@ -90,10 +90,6 @@ def test_fork_child_gets_a_clear_error_then_works_with_its_own_client(
     os.close(read)
     assert code == 0, report
     assert "created in another process" in report and "connect again" in report, report
-    if client.backend == "redis":
-        assert "|child token " in report, report
-    else:
-        # zookeeper-client's reactor does not survive fork: a clear refusal.
-        assert "|refused: " in report and "forked" in report, report
+    assert "|child token " in report, report
     with lock:  # the parent is unaffected
         assert lock.held

@@ -77,9 +77,22 @@ impl LockConfig {
     }
 
     /// ZooKeeper: how long after a reported disconnection a holder is told
-    /// it lost the lock. A client notices a dead connection up to two
-    /// thirds of the session timeout after it last heard from the server,
-    /// so the remaining third (less the drift margin) is all that is safe.
+    /// it lost the lock: a third of the session timeout `S`, less the drift
+    /// margin.
+    ///
+    /// Why a third is safe with zookeeper-client 0.11 (`session/mod.rs`,
+    /// `reset_timeout`, no connection timeout configured): it ticks every
+    /// `S/20`, pings after `3S/20` without sending, and on a tick at least
+    /// `8S/20 = 2S/5` after the last bytes it received it reports
+    /// `Disconnected`; so it reports at most `2S/5 + S/20 = 9S/20` after it
+    /// last heard the server (at once if the socket closes). The server
+    /// expires the session no sooner than `S` after it last heard us, which
+    /// was before it sent the reply we last received. The loss therefore
+    /// comes at most `9S/20 + S/3 = 47S/60` after our last contact, leaving
+    /// `13S/60` (2.1 s of the default 10 s, 21 ms of the 100 ms minimum)
+    /// for that reply's transit, the driver delivering the state change,
+    /// and a late timer. A claim granted while the connection is down
+    /// counts from the disconnection too (see `zk.rs`, `enter_held`).
     pub fn disconnect_grace(&self) -> Duration {
         (self.session_timeout / 3).saturating_sub(Duration::from_millis(12))
     }

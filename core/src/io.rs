@@ -43,6 +43,11 @@ pub enum Op {
     Stat { path: String, watch: bool },
     /// ZooKeeper: delete `path`, any version. Reply: [`Reply::Done`] or [`Reply::NoNode`].
     Delete { path: String },
+    /// ZooKeeper: the watch set by the [`Op::Stat`] command `watch` is no
+    /// longer wanted (its claim timed out, was cancelled, or looks again).
+    /// The driver drops it, on the server too, and never reports it; it may
+    /// come before that command's reply. Reply: [`Reply::Done`].
+    Unwatch { watch: RequestId },
 }
 
 /// A Lua script the core asks Redis to run. The driver may cache its SHA1.
@@ -103,7 +108,8 @@ pub enum Notification {
     /// direct handoff).
     Message { channel: String, payload: String },
     /// ZooKeeper: the watch set by the [`Op::Stat`] command `id` fired
-    /// (any event type: deletion, data change, or the session's end).
+    /// (the node was deleted or its data changed; the session's end comes as
+    /// [`ConnectionEvent::SessionExpired`] instead).
     WatchFired { id: RequestId },
 }
 

@@ -91,6 +91,10 @@ pub struct LockMachine {
     lost: Vec<LostHolds>,
     next_ticket: u64,
     next_release: u64,
+    /// Since when the connection has been down (the first `Disconnected`
+    /// not yet followed by `Connected`). A claim started meanwhile gets it,
+    /// so its grant's loss deadline counts from the disconnection.
+    down_since: Option<Instant>,
     fatal: Option<Error>,
     closed: bool,
 }
@@ -114,6 +118,7 @@ impl LockMachine {
             lost: Vec::new(),
             next_ticket: 0,
             next_release: 0,
+            down_since: None,
             fatal: None,
             closed: false,
         })
@@ -332,6 +337,11 @@ impl LockMachine {
     pub fn handle_connection(&mut self, now: Instant, ev: ConnectionEvent) {
         let now = self.clock.observe(now);
         self.run_due(now);
+        self.down_since = match ev {
+            ConnectionEvent::Disconnected => self.down_since.or(Some(now)),
+            ConnectionEvent::Connected => None,
+            _ => self.down_since,
+        };
         self.for_each_slot(now, |claim, cx| claim.on_connection(cx, ev));
     }
 
@@ -423,7 +433,7 @@ impl LockMachine {
         }
         let claim: Box<dyn Claim + Send + Sync> = match self.cfg.backend {
             Backend::Redis => Box::new(RedisClaim::new(field, w.nonce.0 as u64, !w.no_wait)),
-            Backend::ZooKeeper => Box::new(ZkClaim::new(w.nonce, field.into_bytes(), !w.no_wait)),
+            Backend::ZooKeeper => Box::new(ZkClaim::new(w.nonce, field.into_bytes(), !w.no_wait, self.down_since)),
         };
         let mut slot = Slot { claim, ticket: Some(w.ticket), release: None };
         let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };

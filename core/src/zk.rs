@@ -11,6 +11,9 @@
 //!   Curator and polylock contenders on one path form one queue.
 //! - Index 0 holds the lock; anyone else watches only its immediate
 //!   predecessor (getData with a watch), so a release wakes one waiter.
+//! - While held, our own node is watched (the watch goes out with the
+//!   grant, not before it), so a holder whose node someone else deletes is
+//!   told at once.
 //! - Fencing token: the czxid of our node, which grows across the ensemble
 //!   and survives the parent's deletion (the sequence number does not).
 
@@ -103,6 +106,11 @@ pub(crate) struct ZkClaim {
     /// process stalled, the client sent no heartbeat meanwhile, and the
     /// server may have expired the session.
     watchdog_at: Option<crate::Instant>,
+    /// Since when the connection has been down, if it is: a grant that
+    /// arrives meanwhile counts its loss deadline from then.
+    down_since: Option<crate::Instant>,
+    /// While held: the getData+watch on our own node (`None`: to be sent).
+    own_watch: Option<RequestId>,
 }
 
 impl ZkClaim {
@@ -112,8 +120,9 @@ impl ZkClaim {
         self.timers.set(Timer::Renew, at);
     }
 
-    /// `data` is stored in the node (who holds it, for `status`).
-    pub(crate) fn new(nonce: Nonce, data: Vec<u8>, wait: bool) -> Self {
+    /// `data` is stored in the node (who holds it, for `status`);
+    /// `down_since` is the machine's knowledge of the connection.
+    pub(crate) fn new(nonce: Nonce, data: Vec<u8>, wait: bool, down_since: Option<crate::Instant>) -> Self {
         ZkClaim {
             nonce,
             generation: 0,
@@ -126,6 +135,51 @@ impl ZkClaim {
             timers: Timers::default(),
             backoff: Backoff::default(),
             watchdog_at: None,
+            down_since,
+            own_watch: None,
+        }
+    }
+
+    /// When a holder must be told it lost the lock because the connection
+    /// went down, if it is down.
+    fn disconnection_deadline(&self, cx: &Cx<'_>) -> Option<crate::Instant> {
+        self.down_since.map(|down| down.saturating_add(cx.cfg.disconnect_grace()))
+    }
+
+    /// The only way into Held. Starts the pause watchdog and, while the
+    /// connection is down, the loss deadline from the disconnection, exactly
+    /// as if we had held the lock when it went down. False if that deadline
+    /// has already passed: the session may be gone, so the claim is not
+    /// granted and waits for the connection (the same session: look again)
+    /// or the expiry.
+    fn enter_held(&mut self, cx: &mut Cx<'_>) -> bool {
+        let loss_at = self.disconnection_deadline(cx);
+        if loss_at.is_some_and(|at| at <= cx.now) {
+            self.phase = Phase::Listing { list: None };
+            return false;
+        }
+        self.phase = Phase::Held;
+        self.arm_watchdog(cx);
+        if let Some(at) = loss_at {
+            self.timers.set(Timer::Loss, at);
+        }
+        self.watch_own_node(cx);
+        true
+    }
+
+    /// Watches our node while held: if anyone deletes it, we must say so.
+    /// One request after the grant, off the caller's path: the grant does
+    /// not wait for its reply.
+    fn watch_own_node(&mut self, cx: &mut Cx<'_>) {
+        let Some((node, _)) = self.node.clone() else { return };
+        self.timers.clear(Timer::Retry);
+        self.own_watch = Some(cx.out.send(Op::Stat { path: self.node_path(cx, &node), watch: true }));
+    }
+
+    /// Leaving `Watching` other than by the watch firing: the driver may drop it.
+    fn unwatch_predecessor(&mut self, cx: &mut Cx<'_>) {
+        if let Phase::Watching { req } = self.phase {
+            let _ = cx.out.send(Op::Unwatch { watch: req });
         }
     }
 
@@ -201,8 +255,9 @@ impl ZkClaim {
         };
         self.backoff.reset();
         if index == 0 {
-            self.phase = Phase::Held;
-            self.arm_watchdog(cx);
+            if !self.enter_held(cx) {
+                return Progress::Pending;
+            }
             let Ok(token) = u64::try_from(czxid) else {
                 return Progress::Fatal(Error::Protocol(format!("negative czxid {czxid}")));
             };
@@ -250,6 +305,9 @@ impl Claim for ZkClaim {
     }
 
     fn owns(&self, id: RequestId) -> bool {
+        if self.phase == Phase::Held && self.own_watch == Some(id) {
+            return true;
+        }
         match &self.phase {
             Phase::Creating { create, list } => *create == Some(id) || *list == Some(id),
             Phase::Recovering { list } | Phase::Listing { list } => *list == Some(id),
@@ -355,6 +413,20 @@ impl Claim for ZkClaim {
                 Reply::Failed(_) => self.on_failure(cx, Phase::Listing { list: None }),
                 other => Progress::Fatal(Error::Protocol(format!("unexpected stat reply {other:?}"))),
             },
+            Phase::Held if self.own_watch == Some(id) => match reply {
+                // Our node is watched.
+                Reply::Stat { .. } => Progress::Pending,
+                Reply::NoNode => {
+                    self.timers.clear_all();
+                    Progress::Lost(LossReason::NodeDeleted)
+                }
+                Reply::Failed(_) => {
+                    self.own_watch = None;
+                    self.retry_later(cx);
+                    Progress::Pending
+                }
+                other => Progress::Fatal(Error::Protocol(format!("unexpected stat reply {other:?}"))),
+            },
             Phase::Deleting { req: Some(r) } if r == id => match reply {
                 Reply::Done | Reply::NoNode => self.finish(),
                 Reply::Failed(_) => self.on_failure(cx, Phase::Deleting { req: None }),
@@ -369,6 +441,14 @@ impl Claim for ZkClaim {
             (Notification::WatchFired { id }, Phase::Watching { req }) if id == req => {
                 self.send_list(cx, false);
             }
+            // Our node changed while we held it: deleted by someone else
+            // (the driver does not report the session's end here, and nobody
+            // writes a lock node's data), so the next contender may be
+            // granted now.
+            (Notification::WatchFired { id }, Phase::Held) if self.own_watch == Some(*id) => {
+                self.timers.clear_all();
+                return Progress::Lost(LossReason::NodeDeleted);
+            }
             _ => {}
         }
         Progress::Pending
@@ -377,8 +457,11 @@ impl Claim for ZkClaim {
     fn on_connection(&mut self, cx: &mut Cx<'_>, ev: ConnectionEvent) -> Progress {
         match ev {
             ConnectionEvent::Disconnected => {
+                self.down_since.get_or_insert(cx.now);
                 if self.phase == Phase::Held {
-                    self.timers.set(Timer::Loss, cx.now.saturating_add(cx.cfg.disconnect_grace()));
+                    if let Some(at) = self.disconnection_deadline(cx) {
+                        self.timers.set(Timer::Loss, at);
+                    }
                 }
                 Progress::Pending
             }
@@ -400,13 +483,19 @@ impl Claim for ZkClaim {
                 }
             }
             ConnectionEvent::Connected => {
+                self.down_since = None;
                 self.timers.clear(Timer::Loss);
                 self.backoff.reset();
                 match self.phase.clone() {
                     Phase::AwaitingSession => self.restart(cx),
                     Phase::Recovering { list: None } => self.send_list(cx, true),
                     // A watch may have fired while we were away: look again.
-                    Phase::Listing { list: None } | Phase::Watching { .. } => self.send_list(cx, false),
+                    Phase::Listing { list: None } => self.send_list(cx, false),
+                    Phase::Watching { .. } => {
+                        self.unwatch_predecessor(cx);
+                        self.send_list(cx, false);
+                    }
+                    Phase::Held if self.own_watch.is_none() => self.watch_own_node(cx),
                     Phase::ReadingOwnNode { req: None } | Phase::Deleting { req: None } => {
                         self.timers.clear(Timer::Retry);
                         self.on_timer(cx, Timer::Retry);
@@ -431,6 +520,10 @@ impl Claim for ZkClaim {
                     return Progress::Lost(LossReason::Paused);
                 }
                 self.arm_watchdog(cx);
+                Progress::Pending
+            }
+            (Timer::Retry, Phase::Held) => {
+                self.watch_own_node(cx);
                 Progress::Pending
             }
             (Timer::Retry, Phase::Recovering { list: None }) => {
@@ -461,6 +554,7 @@ impl Claim for ZkClaim {
         }
         self.goal = Goal::Leave;
         self.timers.clear_all();
+        self.unwatch_predecessor(cx);
         match self.phase {
             // The create's reply will name our node; delete it then.
             Phase::Creating { create: Some(_), .. } => {}

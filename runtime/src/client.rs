@@ -134,6 +134,15 @@ impl Client {
         Ok(())
     }
 
+    /// Tests only: ZooKeeper watches set and neither fired nor dropped (0 on Redis).
+    #[doc(hidden)]
+    pub fn debug_live_watches(&self) -> usize {
+        match &self.shared.transport {
+            Transport::Zk(z) => z.watches.live(),
+            Transport::Redis(_) => 0,
+        }
+    }
+
     /// This client's 128-bit random id, as in its Redis hash fields and ZooKeeper node data.
     pub fn id(&self) -> String {
         self.shared.client_id.to_uuid()
@@ -320,7 +329,11 @@ async fn connect_zk(
     };
     let client = open_session(&params, true).await?;
     base.session_timeout = client.session_timeout();
-    let transport = Transport::Zk(ZkTransport { client: RwLock::new(client), shared: OnceLock::new(), fault_proxy });
+    let transport = Transport::Zk(ZkTransport {
+        client: RwLock::new(client),
+        watches: crate::watches::Watches::new(),
+        fault_proxy,
+    });
     let shared = Shared::new(transport, base);
     tokio::spawn(session_task(Arc::downgrade(&shared), params));
     Ok(Client { shared, backend: Backend::ZooKeeper })

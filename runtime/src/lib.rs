@@ -29,6 +29,7 @@ mod owner;
 mod status;
 mod transport;
 mod url;
+mod watches;
 
 pub use client::{Client, ClientOptions, LockOptions};
 pub use error::{Error, Result};

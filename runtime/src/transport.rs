@@ -9,11 +9,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock, RwLock, Weak};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use polylock_core::{Notification, Op, RedisValue, Reply, RequestId, TransportError};
+use polylock_core::{Op, RedisValue, Reply, RequestId, TransportError};
 use zookeeper_client as zk;
 
 use crate::driver::Shared;
@@ -138,8 +138,8 @@ impl RedisTransport {
 pub(crate) struct ZkTransport {
     /// Replaced when a session expires and a new one is opened.
     pub(crate) client: RwLock<zk::Client>,
-    /// For watch notifications, which arrive long after the reply.
-    pub(crate) shared: OnceLock<Weak<Shared>>,
+    /// Every watch of this client, waited on by one task.
+    pub(crate) watches: Arc<crate::watches::Watches>,
     /// Tests only: the proxy `debug_expire_session` cuts.
     pub(crate) fault_proxy: Option<crate::fault::Proxy>,
 }
@@ -194,22 +194,24 @@ impl ZkTransport {
             }),
             Op::Stat { path, watch: true } => {
                 // getData with a watch: a missing node leaves no watch behind.
-                let shared = self.shared.get().cloned();
+                let watches = self.watches.clone();
                 let name = name.to_owned();
                 start_now(async move {
                     match c.get_and_watch_data(&path).await {
                         Ok((_, stat, watcher)) => {
-                            tokio::spawn(async move {
-                                let _ = watcher.changed().await;
-                                if let Some(s) = shared.and_then(|w| w.upgrade()) {
-                                    s.notify(&name, Notification::WatchFired { id });
-                                }
-                            });
+                            watches.add(&name, id, watcher);
                             Reply::Stat { czxid: stat.czxid }
                         }
-                        Err(e) => zk_failure(e),
+                        Err(e) => {
+                            watches.not_set(&name, id);
+                            zk_failure(e)
+                        }
                     }
                 })
+            }
+            Op::Unwatch { watch } => {
+                self.watches.unwatch(name, watch);
+                Box::pin(std::future::ready(Reply::Done))
             }
             Op::Delete { path } => start_now(async move {
                 match c.delete(&path, None).await {
@@ -225,6 +227,6 @@ impl ZkTransport {
 /// Keeps `Arc<Shared>` construction and the transports' back-references apart.
 pub(crate) fn link(transport: &Transport, shared: &Arc<Shared>) {
     if let Transport::Zk(z) = transport {
-        let _ = z.shared.set(Arc::downgrade(shared));
+        z.watches.start(Arc::downgrade(shared));
     }
 }

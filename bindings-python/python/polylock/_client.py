@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Callable, NamedTuple
 
-from . import _native, _options
+from . import _fork, _native, _options
 from ._lock import Lock
 
 
@@ -35,7 +35,7 @@ def connect(
     ZooKeeper session, ``lease`` the default Redis lease (renewed every third
     of it). Raises LockConnectionError (a ConnectionError) naming the address
     if the server cannot be reached, ValueError for a bad URL or option."""
-    native = _native.connect(
+    native = _fork.native().connect(
         _options.url(url),
         _options.positive_seconds("connect_timeout", connect_timeout),
         _options.positive_seconds("request_timeout", request_timeout),
@@ -49,7 +49,8 @@ def connect(
 class Client:
     """A connection to one Redis server or ZooKeeper ensemble, shared by
     every lock made from it. Usable as a context manager (closes on exit).
-    Not usable in a child process after ``os.fork()``: connect again there."""
+    Not usable in a child process after ``os.fork()``: connect again there
+    (that works on both backends)."""
 
     def __init__(self, native: _native.Client) -> None:
         self._native = native

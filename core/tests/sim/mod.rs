@@ -63,6 +63,15 @@ pub struct Faults {
     pub expiries: bool,
     /// Short disconnections (below the loss grace).
     pub disconnects: bool,
+    /// ZooKeeper: a network partition that outlasts the session. The client
+    /// reports `Disconnected` anywhere from at once to 9/20 of the session
+    /// timeout later (zookeeper-client's detection delay), possibly before
+    /// replies the server sent just before the cut are processed; the server
+    /// expires the session a session timeout after the cut; the client only
+    /// hears of the expiry when it reconnects, after that. Some partitions
+    /// start at random, and some right after the server answered a
+    /// getChildren that makes the client the holder: the grant is in flight.
+    pub partitions: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -163,6 +172,9 @@ enum Ev {
     DeleteLockKey,
     Disconnect { c: usize, ms: u64 },
     Reconnect { c: usize },
+    Partition { c: usize },
+    PartitionExpiry { c: usize, session: u64 },
+    PartitionHeals { c: usize, old: u64 },
     Reap,
 }
 
@@ -181,6 +193,8 @@ struct Client {
     paused_until: u64,
     crashed: bool,
     disconnected: bool,
+    /// Cut off by a partition: nothing it sends reaches the server.
+    partitioned: bool,
     session: u64,
     armed: Option<u64>,
     fifo_cmd: u64,
@@ -232,6 +246,7 @@ impl World {
                 paused_until: 0,
                 crashed: false,
                 disconnected: false,
+                partitioned: false,
                 session: i as u64 + 1,
                 armed: None,
                 fifo_cmd: 0,
@@ -302,6 +317,14 @@ impl World {
                     if self.sc.backend == Backend::ZooKeeper { self.sc.session_ms / 3 } else { self.sc.lease_ms / 2 };
                 let ms = self.rng.range(1, grace.saturating_sub(40).max(2));
                 self.at(t, Ev::Disconnect { c, ms });
+            }
+        }
+        if f.partitions && self.sc.backend == Backend::ZooKeeper {
+            for c in 0..self.sc.clients {
+                if self.rng.chance(300) {
+                    let t = self.rng.range(0, horizon);
+                    self.at(t, Ev::Partition { c });
+                }
             }
         }
         if f.expiries && self.sc.backend == Backend::Redis {
@@ -397,7 +420,8 @@ impl World {
             | Ev::AppRelease { c, .. }
             | Ev::AppCancel { c, .. }
             | Ev::Pause { c, .. }
-            | Ev::Disconnect { c, .. } => Some(*c),
+            | Ev::Disconnect { c, .. }
+            | Ev::Partition { c } => Some(*c),
             _ => None,
         };
         if let Some(c) = target {
@@ -481,8 +505,31 @@ impl World {
                 self.at(self.now + ms, Ev::Reconnect { c });
             }
             Ev::Reconnect { c } => {
+                if !self.clients[c].crashed && !self.clients[c].partitioned {
+                    self.clients[c].disconnected = false;
+                    self.push_input(c, Input::Conn(ConnectionEvent::Connected), 1);
+                }
+            }
+            Ev::Partition { c } => self.partition(c),
+            // The server expires the partitioned client's session (unless
+            // something else expired it meanwhile).
+            Ev::PartitionExpiry { c, session } => {
+                if self.server_session[c] == session {
+                    self.expire_server_side(c);
+                }
+            }
+            // The partition heals: the client reconnects and learns of the expiry.
+            Ev::PartitionHeals { c, old } => {
+                self.clients[c].partitioned = false;
                 if !self.clients[c].crashed {
                     self.clients[c].disconnected = false;
+                    let new = self.server_session[c];
+                    if new != old {
+                        self.push_input(c, Input::Expired { old, new }, 1);
+                    }
+                    // Connected even if the client already heard of the expiry
+                    // from elsewhere: a short disconnection's reconnect may
+                    // have been swallowed by the partition.
                     self.push_input(c, Input::Conn(ConnectionEvent::Connected), 1);
                 }
             }
@@ -496,6 +543,14 @@ impl World {
     }
 
     fn expire_session(&mut self, c: usize) {
+        let (old, new) = self.expire_server_side(c);
+        if !self.clients[c].crashed {
+            self.push_input(c, Input::Expired { old, new }, 1);
+        }
+    }
+
+    /// The server expires client `c`'s session; returns (old, new) session ids.
+    fn expire_server_side(&mut self, c: usize) -> (u64, u64) {
         let old = self.server_session[c];
         let mut fired = Vec::new();
         self.zk.expire_session(old, &mut fired);
@@ -503,13 +558,32 @@ impl World {
         let new = self.next_session;
         self.server_session[c] = new;
         self.next_session += 1;
-        if !self.clients[c].crashed {
-            self.push_input(c, Input::Expired { old, new }, 1);
+        (old, new)
+    }
+
+    /// Cuts client `c` off until after the server has expired its session.
+    fn partition(&mut self, c: usize) {
+        if self.clients[c].disconnected || self.clients[c].partitioned {
+            return;
         }
+        self.clients[c].disconnected = true;
+        self.clients[c].partitioned = true;
+        let s = self.sc.session_ms;
+        // The client's detection delay; delivered outside the reply FIFO, so
+        // replies already on their way may be processed after it.
+        let detect = if self.rng.chance(500) { 0 } else { self.rng.range(1, s * 9 / 20) };
+        self.at(self.now + detect, Ev::Deliver { c, input: Input::Conn(ConnectionEvent::Disconnected) });
+        let session = self.server_session[c];
+        self.at(self.now + s, Ev::PartitionExpiry { c, session });
+        let heal = self.now + s + self.rng.range(1, 300);
+        self.at(heal, Ev::PartitionHeals { c, old: session });
     }
 
     fn fire(&mut self, fired: Vec<(usize, RequestId)>) {
         for (w, id) in fired {
+            if self.clients[w].partitioned {
+                continue; // cut off: it learns of the expiry instead
+            }
             self.push_input(w, Input::Notif(Notification::WatchFired { id }), 0);
         }
     }
@@ -663,7 +737,7 @@ impl World {
                 other => Reply::Refused(format!("not a Redis op {other:?}")),
             },
             Backend::ZooKeeper => {
-                if session != self.server_session[c] {
+                if session != self.server_session[c] || self.clients[c].partitioned {
                     failed()
                 } else {
                     let mut fired = Vec::new();
@@ -672,6 +746,13 @@ impl World {
                         self.out.server_tokens[c].push(*czxid as u64);
                     }
                     self.fire(fired);
+                    let grants = matches!(r, Reply::Children(_)) && self.zk.holder_session(LOCK) == Some(session);
+                    if grants && !drop_reply && self.sc.faults.partitions && self.rng.chance(100) {
+                        // Cut just after the reply left the server.
+                        self.push_input(c, Input::Reply(cmd.id, r), 0);
+                        self.partition(c);
+                        return;
+                    }
                     r
                 }
             }

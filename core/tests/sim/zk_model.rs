@@ -133,6 +133,13 @@ impl ZkModel {
                 self.delete_node(path, fired);
                 Reply::Done
             }
+            Op::Unwatch { watch } => {
+                for ws in self.watches.values_mut() {
+                    ws.retain(|w| *w != (client, *watch));
+                }
+                self.watches.retain(|_, ws| !ws.is_empty());
+                Reply::Done
+            }
             other => Reply::Refused(format!("not a ZooKeeper op: {other:?}")),
         }
     }
@@ -158,6 +165,11 @@ impl ZkModel {
         for p in empty {
             self.nodes.remove(&p);
         }
+    }
+
+    /// Watches set and not yet fired or removed.
+    pub fn live_watches(&self) -> usize {
+        self.watches.values().map(Vec::len).sum()
     }
 
     /// The holder by Curator's rule: the owner session of the first child.

@@ -1,0 +1,113 @@
+//! ZooKeeper watches, step by step on one machine: a holder watches its own
+//! node, and a claim that stops watching its predecessor says so.
+
+use std::time::Duration;
+
+use polylock_core::{
+    AcquireOptions, Backend, Command, ConnectionEvent, Event, FencingToken, Instant, LockConfig, LockMachine, LockName,
+    LossReason, Nonce, Notification, Op, OwnerId, Reply, RequestId,
+};
+
+const OWNER: OwnerId = OwnerId(1);
+const T0: Instant = Instant::from_millis(1_000);
+
+fn machine() -> LockMachine {
+    LockMachine::new(LockConfig::new(Backend::ZooKeeper), LockName::new("/x").unwrap(), Nonce(1)).unwrap()
+}
+
+fn commands(m: &mut LockMachine) -> Vec<Command> {
+    std::iter::from_fn(|| m.poll_command()).collect()
+}
+
+/// Acquires with `opts`; our node is `…-lock-0000000007`, listed after `others`.
+/// Returns our node's full path and the commands sent after the list reply.
+fn acquire_behind(m: &mut LockMachine, others: &[&str], opts: AcquireOptions) -> (String, Vec<Command>) {
+    m.acquire(T0, OWNER, opts, Nonce(2)).unwrap();
+    let create = m.poll_command().unwrap();
+    let list = m.poll_command().unwrap();
+    let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+    let node = format!("{path}0000000007");
+    let mut children: Vec<String> = others.iter().map(|s| s.to_string()).collect();
+    children.push(node.rsplit('/').next().unwrap().to_owned());
+    m.handle_reply(T0, create.id, Reply::Created { path: node.clone(), czxid: 40 });
+    m.handle_reply(T0, list.id, Reply::Children(children));
+    (node, commands(m))
+}
+
+fn own_watch(sent: &[Command], node: &str) -> RequestId {
+    let watch = sent.iter().find(|c| matches!(&c.op, Op::Stat { path, watch: true } if path == node));
+    watch.unwrap_or_else(|| panic!("the holder does not watch its own node: {sent:?}")).id
+}
+
+#[test]
+fn a_holder_whose_node_is_deleted_is_told_node_deleted() {
+    let mut m = machine();
+    let (node, sent) = acquire_behind(&mut m, &[], AcquireOptions::default());
+    assert!(matches!(m.poll_event(), Some(Event::Granted { .. })));
+    let watch = own_watch(&sent, &node);
+    m.handle_reply(T0, watch, Reply::Stat { czxid: 40 });
+    assert_eq!(m.poll_event(), None);
+    m.handle_notification(T0, Notification::WatchFired { id: watch });
+    assert_eq!(
+        m.poll_event(),
+        Some(Event::Lost { owner: OWNER, token: FencingToken(40), reason: LossReason::NodeDeleted })
+    );
+    assert_eq!(m.release(T0, OWNER), Err(polylock_core::Error::Lost(LossReason::NodeDeleted)));
+}
+
+#[test]
+fn a_holder_whose_node_is_gone_before_the_watch_is_set_is_told() {
+    let mut m = machine();
+    let (node, sent) = acquire_behind(&mut m, &[], AcquireOptions::default());
+    assert!(matches!(m.poll_event(), Some(Event::Granted { .. })));
+    m.handle_reply(T0, own_watch(&sent, &node), Reply::NoNode);
+    assert!(matches!(m.poll_event(), Some(Event::Lost { reason: LossReason::NodeDeleted, .. })));
+}
+
+/// The watch on our own node is retried when its request got no answer.
+#[test]
+fn a_failed_own_watch_is_sent_again() {
+    let mut m = machine();
+    let (node, sent) = acquire_behind(&mut m, &[], AcquireOptions::default());
+    let failed = polylock_core::TransportError { message: "connection loss".into() };
+    m.handle_reply(T0, own_watch(&sent, &node), Reply::Failed(failed));
+    m.handle_connection(T0, ConnectionEvent::Disconnected);
+    m.handle_connection(T0, ConnectionEvent::Connected);
+    own_watch(&commands(&mut m), &node);
+}
+
+fn predecessor_watch(sent: &[Command]) -> RequestId {
+    let w = sent.iter().find(|c| matches!(&c.op, Op::Stat { path, watch: true } if path.ends_with("-lock-0000000003")));
+    w.unwrap_or_else(|| panic!("no watch on the predecessor: {sent:?}")).id
+}
+
+fn unwatches(sent: &[Command], watch: RequestId) -> bool {
+    sent.iter().any(|c| c.op == Op::Unwatch { watch })
+}
+
+#[test]
+fn a_waiter_that_times_out_drops_its_watch() {
+    let mut m = machine();
+    let deadline = T0.saturating_add(Duration::from_millis(20));
+    let opts = AcquireOptions { deadline: Some(deadline), no_wait: false };
+    let (_, sent) = acquire_behind(&mut m, &["_c_other-lock-0000000003"], opts);
+    let watch = predecessor_watch(&sent);
+    m.handle_reply(T0, watch, Reply::Stat { czxid: 30 });
+    m.handle_timeout(deadline);
+    assert!(matches!(m.poll_event(), Some(Event::Failed { error: polylock_core::Error::Timeout, .. })));
+    let sent = commands(&mut m);
+    assert!(unwatches(&sent, watch), "the abandoned watch is not dropped: {sent:?}");
+    assert!(sent.iter().any(|c| matches!(c.op, Op::Delete { .. })), "{sent:?}");
+}
+
+#[test]
+fn a_waiter_that_looks_again_after_a_reconnection_drops_the_old_watch() {
+    let mut m = machine();
+    let (_, sent) = acquire_behind(&mut m, &["_c_other-lock-0000000003"], AcquireOptions::default());
+    let watch = predecessor_watch(&sent);
+    m.handle_connection(T0, ConnectionEvent::Disconnected);
+    m.handle_connection(T0, ConnectionEvent::Connected);
+    let sent = commands(&mut m);
+    assert!(unwatches(&sent, watch), "{sent:?}");
+    assert!(sent.iter().any(|c| matches!(c.op, Op::GetChildren { .. })), "{sent:?}");
+}
