@@ -20,6 +20,7 @@
 //! sent again.
 
 use crate::io::{ConnectionEvent, Notification, Op, RedisValue, Reply, Script};
+use crate::refusal::Refusals;
 use crate::slot::{Backoff, Claim, Cx, Progress, Timer, Timers};
 use crate::{Error, FencingToken, Instant, LossReason, RequestId};
 
@@ -239,6 +240,8 @@ pub(crate) struct RedisClaim {
     give_up_by: Option<Instant>,
     timers: Timers,
     backoff: Backoff,
+    /// Whether the server's latest answer was a transient refusal.
+    refusals: Refusals,
 }
 
 impl RedisClaim {
@@ -254,6 +257,7 @@ impl RedisClaim {
             give_up_by: None,
             timers: Timers::default(),
             backoff: Backoff::default(),
+            refusals: Refusals::default(),
         }
     }
 
@@ -438,6 +442,13 @@ impl Claim for RedisClaim {
     }
 
     fn on_reply(&mut self, cx: &mut Cx<'_>, id: RequestId, reply: Reply) -> Progress {
+        // A transient refusal (BUSY, LOADING, READONLY, ...) is retried like
+        // a request that got no answer; a try without waiting has no time
+        // to retry and reports it.
+        let reply = self.refusals.filter(cx.cfg.backend, reply);
+        if let (false, Phase::Acquiring { .. }, Some(text)) = (self.wait, &self.phase, self.refusals.latest()) {
+            return Progress::Unavailable(text.to_owned());
+        }
         match self.phase.clone() {
             Phase::Acquiring { req: Some(r), sent_at } if r == id => self.on_acquire_reply(cx, sent_at, reply),
             Phase::Subscribing { req: Some(r) } if r == id => match reply {
@@ -588,5 +599,9 @@ impl Claim for RedisClaim {
 
     fn shared_identity(&self) -> Option<&str> {
         Some(&self.field)
+    }
+
+    fn refusal(&self) -> Option<&str> {
+        self.refusals.latest()
     }
 }

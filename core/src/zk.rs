@@ -15,6 +15,7 @@
 //!   and survives the parent's deletion (the sequence number does not).
 
 use crate::io::{ConnectionEvent, Notification, Op, Reply};
+use crate::refusal::Refusals;
 use crate::slot::{Backoff, Claim, Cx, Progress, Timer, Timers};
 use crate::{Error, FencingToken, LossReason, Nonce, RequestId};
 
@@ -103,6 +104,8 @@ pub(crate) struct ZkClaim {
     /// process stalled, the client sent no heartbeat meanwhile, and the
     /// server may have expired the session.
     watchdog_at: Option<crate::Instant>,
+    /// Whether the server's latest answer was a transient refusal.
+    refusals: Refusals,
 }
 
 impl ZkClaim {
@@ -126,6 +129,7 @@ impl ZkClaim {
             timers: Timers::default(),
             backoff: Backoff::default(),
             watchdog_at: None,
+            refusals: Refusals::default(),
         }
     }
 
@@ -260,6 +264,14 @@ impl Claim for ZkClaim {
     }
 
     fn on_reply(&mut self, cx: &mut Cx<'_>, id: RequestId, reply: Reply) -> Progress {
+        // A throttled or read-only server is retried like a request that got
+        // no answer; a try without waiting has no time to retry and reports it.
+        let reply = self.refusals.filter(cx.cfg.backend, reply);
+        if let (false, Goal::Acquire, Some(text)) = (self.wait, self.goal, self.refusals.latest()) {
+            if self.phase != Phase::Held {
+                return Progress::Unavailable(text.to_owned());
+            }
+        }
         match self.phase.clone() {
             Phase::Creating { create: Some(c), list } if c == id => match reply {
                 Reply::Created { path, czxid } => {
@@ -482,6 +494,10 @@ impl Claim for ZkClaim {
 
     fn describe(&self) -> String {
         self.node.as_ref().map(|(n, _)| n.clone()).unwrap_or_else(|| node_prefix(&self.uuid))
+    }
+
+    fn refusal(&self) -> Option<&str> {
+        self.refusals.latest()
     }
 }
 
