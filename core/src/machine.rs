@@ -319,10 +319,12 @@ impl LockMachine {
         });
         let expired: Vec<(Ticket, OwnerId)> =
             self.waiters.iter().filter(|w| w.deadline.is_some_and(|d| d <= now)).map(|w| (w.ticket, w.owner)).collect();
+        // A server that kept refusing the claim made for the waiters is named:
+        // it is why they waited in vain (not a holder, here or elsewhere).
+        let refused = self.active.as_ref().filter(|_| self.holder.is_none()).and_then(|s| s.claim.refusal());
+        let refused = refused.map(str::to_owned);
         for (ticket, owner) in expired {
-            // A server that kept refusing is named: it is why the wait failed.
-            let refused = self.active.as_ref().filter(|s| s.ticket == Some(ticket)).and_then(|s| s.claim.refusal());
-            let error = refused.map_or(Error::Timeout, |text| Error::Unavailable(text.to_owned()));
+            let error = refused.clone().map_or(Error::Timeout, Error::Unavailable);
             self.waiters.retain(|w| w.ticket != ticket);
             self.abandon_active_for(now, ticket);
             self.events.push_back(Event::Failed { ticket, owner, error });

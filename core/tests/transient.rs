@@ -210,3 +210,42 @@ fn zookeeper_throttling_is_retried_inside_the_deadline_and_named_at_it() {
     m.handle_timeout(at(2_000));
     assert_eq!(events(&mut m), vec![Event::Failed { ticket, owner, error: Error::Unavailable(throttled.into()) }]);
 }
+
+#[test]
+fn a_local_waiter_behind_a_refused_claim_is_told_unavailable_too() {
+    set_now(0);
+    let mut m = redis_machine();
+    let (first, second) = (OwnerId(1), OwnerId(2));
+    let t1 = m.acquire(at(0), first, AcquireOptions { deadline: Some(at(3_000)), no_wait: false }, Nonce(2)).unwrap();
+    let t2 = m.acquire(at(0), second, AcquireOptions { deadline: Some(at(1_000)), no_wait: false }, Nonce(3)).unwrap();
+    refuse_until(&mut m, BUSY, 1_000);
+    set_now(1_000);
+    m.handle_timeout(at(1_000));
+    assert_eq!(
+        events(&mut m),
+        vec![Event::Failed { ticket: t2, owner: second, error: Error::Unavailable(BUSY.into()) }]
+    );
+    refuse_until(&mut m, BUSY, 3_000);
+    set_now(3_000);
+    m.handle_timeout(at(3_000));
+    assert_eq!(
+        events(&mut m),
+        vec![Event::Failed { ticket: t1, owner: first, error: Error::Unavailable(BUSY.into()) }]
+    );
+}
+
+#[test]
+fn a_local_waiter_behind_a_holder_times_out_even_while_renewals_are_refused() {
+    set_now(0);
+    let mut m = redis_machine();
+    let (holder, waiter) = (OwnerId(1), OwnerId(2));
+    m.acquire(at(0), holder, AcquireOptions::default(), Nonce(2)).unwrap();
+    let cmd = one_command(&mut m);
+    m.handle_reply(at(0), cmd.id, granted(5));
+    let _ = events(&mut m);
+    let t = m.acquire(at(0), waiter, AcquireOptions { deadline: Some(at(12_000)), no_wait: false }, Nonce(3)).unwrap();
+    refuse_until(&mut m, BUSY, 12_000);
+    set_now(12_000);
+    m.handle_timeout(at(12_000));
+    assert_eq!(events(&mut m), vec![Event::Failed { ticket: t, owner: waiter, error: Error::Timeout }], "held here");
+}
