@@ -446,10 +446,7 @@ impl Claim for RedisClaim {
         // a request that got no answer; a try without waiting has no time
         // to retry and reports it.
         let reply = self.refusals.filter(cx.cfg.backend, reply);
-        if let (false, Phase::Acquiring { .. }, Some(text)) = (self.wait, &self.phase, self.refusals.latest()) {
-            return Progress::Unavailable(text.to_owned());
-        }
-        match self.phase.clone() {
+        let progress = match self.phase.clone() {
             Phase::Acquiring { req: Some(r), sent_at } if r == id => self.on_acquire_reply(cx, sent_at, reply),
             Phase::Subscribing { req: Some(r) } if r == id => match reply {
                 Reply::Done => {
@@ -496,6 +493,11 @@ impl Claim for RedisClaim {
                 other => Progress::Fatal(Error::Protocol(format!("unexpected leave reply {other:?}"))),
             },
             _ => Progress::Pending,
+        };
+        // Reported once the claim is in its retry state, which give_up leaves cleanly.
+        match (self.wait, &self.phase, self.refusals.latest()) {
+            (false, Phase::Acquiring { .. }, Some(text)) => Progress::Unavailable(text.to_owned()),
+            _ => progress,
         }
     }
 

@@ -267,12 +267,7 @@ impl Claim for ZkClaim {
         // A throttled or read-only server is retried like a request that got
         // no answer; a try without waiting has no time to retry and reports it.
         let reply = self.refusals.filter(cx.cfg.backend, reply);
-        if let (false, Goal::Acquire, Some(text)) = (self.wait, self.goal, self.refusals.latest()) {
-            if self.phase != Phase::Held {
-                return Progress::Unavailable(text.to_owned());
-            }
-        }
-        match self.phase.clone() {
+        let progress = match self.phase.clone() {
             Phase::Creating { create: Some(c), list } if c == id => match reply {
                 Reply::Created { path, czxid } => {
                     let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
@@ -373,6 +368,12 @@ impl Claim for ZkClaim {
                 other => Progress::Fatal(Error::Protocol(format!("unexpected delete reply {other:?}"))),
             },
             _ => Progress::Pending,
+        };
+        // Reported once the claim is in its retry state, which give_up leaves
+        // cleanly (finding and deleting a node the refused request may follow).
+        match (self.wait, self.goal, self.refusals.latest()) {
+            (false, Goal::Acquire, Some(text)) if self.phase != Phase::Held => Progress::Unavailable(text.to_owned()),
+            _ => progress,
         }
     }
 

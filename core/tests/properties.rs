@@ -39,6 +39,7 @@ fn all_faults(backend: Backend, seed: u64) -> Scenario {
         crashes: true,
         expiries: true,
         disconnects: true,
+        refuse_per_mille: 30,
     };
     sc.deadline_per_mille = 150;
     sc.no_wait_per_mille = 100;

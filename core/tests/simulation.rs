@@ -61,6 +61,7 @@ fn replay() {
         crashes: true,
         expiries: std::env::var("PAUSES").is_ok(),
         disconnects: true,
+        refuse_per_mille: 30,
     };
     sc.deadline_per_mille = 150;
     sc.no_wait_per_mille = 100;

@@ -249,3 +249,53 @@ fn a_local_waiter_behind_a_holder_times_out_even_while_renewals_are_refused() {
     m.handle_timeout(at(12_000));
     assert_eq!(events(&mut m), vec![Event::Failed { ticket: t, owner: waiter, error: Error::Timeout }], "held here");
 }
+
+/// Found by the simulation: a ZooKeeper try whose create reply was lost and
+/// whose recovery listing was throttled fails at once, and its node (which
+/// the lost create may have made) is still found and deleted.
+#[test]
+fn a_refused_zookeeper_try_still_deletes_the_node_its_lost_create_made() {
+    let cfg = LockConfig::new(Backend::ZooKeeper);
+    let mut m = LockMachine::new(cfg, LockName::new("/t").unwrap(), Nonce(1)).unwrap();
+    let owner = OwnerId(1);
+    let ticket = m.acquire(at(0), owner, AcquireOptions { deadline: None, no_wait: true }, Nonce(2)).unwrap();
+    let create = m.poll_command().unwrap();
+    let list = m.poll_command().unwrap();
+    let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+    let node = format!("{}0000000001", path.rsplit('/').next().unwrap());
+    let lost = || Reply::Failed(TransportError { message: "timed out".into() });
+    m.handle_reply(at(1), create.id, lost());
+    m.handle_reply(at(1), list.id, Reply::Children(vec![node.clone()]));
+    let retry = m.poll_timeout().unwrap();
+    m.handle_timeout(retry);
+    let recover = one_command(&mut m);
+    let throttled = "THROTTLEDOP request was throttled due to server heavy loading";
+    m.handle_reply(retry, recover.id, Reply::Refused(throttled.into()));
+    assert_eq!(events(&mut m), vec![Event::Failed { ticket, owner, error: Error::Unavailable(throttled.into()) }]);
+    // Cleanup: find our node by its prefix, read it, delete it.
+    let mut t = retry.as_millis();
+    for _ in 0..10 {
+        let cmd = match m.poll_command() {
+            Some(cmd) => cmd,
+            None => {
+                let next = m.poll_timeout().expect("cleanup still has work to do");
+                t = next.as_millis();
+                m.handle_timeout(next);
+                continue;
+            }
+        };
+        let reply = match &cmd.op {
+            Op::GetChildren { .. } => Reply::Children(vec![node.clone()]),
+            Op::Stat { .. } => Reply::Stat { czxid: 40 },
+            Op::Delete { path } => {
+                assert!(path.ends_with(&node), "{path}");
+                m.handle_reply(at(t), cmd.id, Reply::Done);
+                assert!(m.is_idle(), "nothing left to clean up");
+                return;
+            }
+            other => panic!("{other:?}"),
+        };
+        m.handle_reply(at(t), cmd.id, reply);
+    }
+    panic!("the node was never deleted");
+}
