@@ -250,6 +250,8 @@ def replica_spell(url, primary_url):
     started = time.monotonic()
     delay = redis_cli(primary_url, "CONFIG", "GET", "repl-diskless-sync-delay").splitlines()[-1:] or ["5"]
     redis_cli(primary_url, "CONFIG", "SET", "repl-diskless-sync-delay", "0")
+    # Loaded from the socket: no dump.rdb left behind for the restart row to load.
+    redis_cli(url, "CONFIG", "SET", "repl-diskless-load", "swapdb")
     host, port = primary_url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)
     synced = False
     try:
@@ -262,6 +264,7 @@ def replica_spell(url, primary_url):
         time.sleep(max(0.0, REPLICA_SPELL_S - (time.monotonic() - started)))
     finally:
         redis_cli(url, "REPLICAOF", "NO", "ONE")
+        redis_cli(url, "CONFIG", "SET", "repl-diskless-load", "disabled")
         redis_cli(primary_url, "CONFIG", "SET", "repl-diskless-sync-delay", delay[0])
     return synced
 
