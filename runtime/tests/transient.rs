@@ -9,7 +9,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use polylock::{Client, ClientOptions, Error, OwnerId};
+use polylock::{Client, ClientOptions, Error, LossReason, OwnerId};
 use polylock_core::LockName;
 use support::*;
 
@@ -141,6 +141,28 @@ async fn a_holder_survives_a_busy_spell_shorter_than_its_lease() {
         .unwrap();
     assert!(field.is_some(), "still held on the server");
     g.release().await.expect("released normally");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_refused_past_its_lease_is_told_lease_expired_at_its_deadline() {
+    let _turn = SERIAL.lock().await;
+    let Some(url) = redis2() else { return };
+    let name = unique("busy-expired");
+    let lease = Duration::from_secs(1);
+    let c = client_leased(&url, lease).await;
+    let lock = c.lock(&name).unwrap();
+    let granted = Instant::now();
+    let g = lock.acquire_as(OwnerId(1), None).await.unwrap();
+    let busy = BusyScript::start(&url).await;
+    let reason = tokio::time::timeout(Duration::from_secs(5), g.lost()).await;
+    let told_after = granted.elapsed();
+    busy.kill().await;
+    assert_eq!(reason, Ok(LossReason::LeaseExpired), "lost at its deadline, not as a protocol error");
+    assert!(told_after >= lease - Duration::from_millis(100), "told at once ({told_after:?}), not at its deadline");
+    assert!(matches!(g.release().await, Err(Error::Lost { .. })));
+    // The name stays usable on this client once the server answers again.
+    let again = lock.acquire_as(OwnerId(1), Some(Duration::from_secs(5))).await.expect("usable after the spell");
+    again.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
