@@ -22,6 +22,22 @@ class LockTimeoutError extends LockError {
   }
 }
 
+/**
+ * The acquire's timeout passed while the server kept refusing with a transient
+ * error (Redis `BUSY`, `LOADING`, `READONLY`, ...; ZooKeeper throttling). A
+ * `LockTimeoutError` too: the timeout did pass, and a handler of timeouts
+ * handles this one; check for this class first to tell a refusing server from
+ * a held lock.
+ */
+class LockUnavailableError extends LockTimeoutError {
+  constructor(message, options) {
+    super(message, options)
+    this.code = 'POLYLOCK_UNAVAILABLE'
+    /** The server's last reply, e.g. `BUSY Redis is busy running a script...`. */
+    this.reply = options?.reply
+  }
+}
+
 /** The lock was lost while held (lease expired, session expired, ...). */
 class LockLostError extends LockError {
   constructor(message, options) {
@@ -97,6 +113,10 @@ function fromNative(err, lockName) {
     case 'Timeout':
     case 'WouldBlock':
       return new LockTimeoutError(message, opts)
+    case 'Unavailable': {
+      const reply = /the server is unavailable: ([\s\S]*)$/.exec(message)?.[1]
+      return new LockUnavailableError(message, { ...opts, reply })
+    }
     case 'NotHeld':
       return new NotHeldError(message, opts)
     case 'Lost':
@@ -113,6 +133,7 @@ function fromNative(err, lockName) {
 module.exports = {
   LockError,
   LockTimeoutError,
+  LockUnavailableError,
   LockLostError,
   NotHeldError,
   ConnectionError,

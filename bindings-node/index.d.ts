@@ -176,6 +176,15 @@ export declare class LockError extends Error {
 }
 /** The acquire's `timeoutMs` passed (or `timeoutMs: 0` found the lock held). */
 export declare class LockTimeoutError extends LockError {}
+/**
+ * The acquire's `timeoutMs` passed while the server kept refusing with a transient error
+ * (Redis `BUSY`, `LOADING`, `READONLY`, ...; ZooKeeper throttling); `code: 'POLYLOCK_UNAVAILABLE'`.
+ * A `LockTimeoutError` too: check for this class first to tell a refusing server from a held lock.
+ */
+export declare class LockUnavailableError extends LockTimeoutError {
+  /** The server's last reply, e.g. `'BUSY Redis is busy running a script. ...'`. */
+  reply?: string
+}
 /** The lock was lost while held. */
 export declare class LockLostError extends LockError {
   /** Why, as the runtime reported it (e.g. the lease expired). */

@@ -8,6 +8,7 @@ export const {
   Guard,
   LockError,
   LockTimeoutError,
+  LockUnavailableError,
   LockLostError,
   NotHeldError,
   ConnectionError,

@@ -22,6 +22,7 @@ fn kind(e: &polylock::Error) -> &'static str {
         E::Protocol(_) => "Protocol",
         E::Closed => "Closed",
         E::Cancelled => "Cancelled",
+        E::Unavailable { .. } => "Unavailable",
         _ => "Error",
     }
 }

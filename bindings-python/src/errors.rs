@@ -47,6 +47,9 @@ pub(crate) fn to_py(e: polylock::Error) -> PyErr {
             raise("LockLostError", |py| vec![text(py, msg), text(py, name), text(py, reason.to_string())])
         }
         E::Closed => raise("ClientClosedError", |py| vec![text(py, msg)]),
+        E::Unavailable { name, reply } => {
+            raise("LockUnavailableError", |py| vec![text(py, msg), text(py, name), text(py, reply)])
+        }
         _ => raise("LockError", |py| vec![text(py, msg)]),
     }
 }

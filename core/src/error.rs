@@ -40,6 +40,11 @@ pub enum Error {
     /// The client was closed.
     #[error("the client is closed")]
     Closed,
+    /// The acquire deadline passed while the server kept refusing with a
+    /// transient error (Redis `BUSY`, `LOADING`, `READONLY`, ...; ZooKeeper
+    /// throttling): the server's last reply, so the caller sees why.
+    #[error("the server is unavailable: {0}")]
+    Unavailable(String),
 }
 
 /// Why a held lock was lost. Carried by [`crate::Event::Lost`].

@@ -129,7 +129,8 @@ fn reply(b: &mut Bytes<'_>) -> Reply {
         7 => Reply::NoNode,
         8 => Reply::Done,
         9 => Reply::Failed(TransportError { message: "fuzz".into() }),
-        10 => Reply::Refused("ERR fuzz".into()),
+        // A refusal that is fatal, or one that is a passing server state.
+        10 => Reply::Refused(if v % 2 == 0 { "ERR fuzz" } else { "BUSY fuzz" }.into()),
         _ => Reply::Redis(RedisValue::Status("OK".into())),
     }
 }

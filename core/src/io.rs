@@ -18,7 +18,9 @@ pub struct Command {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Op {
-    /// Redis: run a Lua script (`EVALSHA`, falling back to `EVAL` on `NOSCRIPT`).
+    /// Redis: run a Lua script, as one request that executes where it stands
+    /// in the command order (`EVAL` with the source; not `EVALSHA` with a
+    /// `NOSCRIPT` fallback, which would resend it after later commands).
     /// Reply: [`Reply::Redis`].
     Eval { script: &'static Script, keys: Vec<String>, args: Vec<String> },
     /// Redis: subscribe the client's pub/sub connection to `channel`.
@@ -50,7 +52,7 @@ pub enum Op {
     Unwatch { watch: RequestId },
 }
 
-/// A Lua script the core asks Redis to run. The driver may cache its SHA1.
+/// A Lua script the core asks Redis to run.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Script {
     /// A short name for logs and metrics.

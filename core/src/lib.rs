@@ -81,6 +81,7 @@ pub mod io;
 mod machine;
 pub mod name;
 pub mod redis;
+pub mod refusal;
 mod slot;
 mod time;
 pub mod zk;

@@ -373,10 +373,15 @@ impl LockMachine {
         });
         let expired: Vec<(Ticket, OwnerId)> =
             self.waiters.iter().filter(|w| w.deadline.is_some_and(|d| d <= now)).map(|w| (w.ticket, w.owner)).collect();
+        // A server that kept refusing the claim made for the waiters is named:
+        // it is why they waited in vain (not a holder, here or elsewhere).
+        let refused = self.active.as_ref().filter(|_| self.holder.is_none()).and_then(|s| s.claim.refusal());
+        let refused = refused.map(str::to_owned);
         for (ticket, owner) in expired {
+            let error = refused.clone().map_or(Error::Timeout, Error::Unavailable);
             self.waiters.retain(|w| w.ticket != ticket);
             self.abandon_active_for(now, ticket);
-            self.events.push_back(Event::Failed { ticket, owner, error: Error::Timeout });
+            self.events.push_back(Event::Failed { ticket, owner, error });
         }
         self.pump(now);
     }
@@ -515,12 +520,13 @@ impl LockMachine {
                 self.active = Some(slot);
             }
             Progress::Busy => {
-                if let Some(ticket) = slot.ticket.take() {
-                    if let Some(pos) = self.waiters.iter().position(|w| w.ticket == ticket) {
-                        let w = self.waiters.remove(pos).expect("position is valid");
-                        self.events.push_back(Event::Failed { ticket, owner: w.owner, error: Error::WouldBlock });
-                    }
-                }
+                self.fail_ticket(&mut slot, Error::WouldBlock);
+                self.retire(slot);
+            }
+            Progress::Unavailable(text) => {
+                self.fail_ticket(&mut slot, Error::Unavailable(text));
+                let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+                slot.claim.give_up(&mut cx);
                 self.retire(slot);
             }
             Progress::Lost(reason) => {
@@ -539,6 +545,16 @@ impl LockMachine {
                 self.retire(slot);
             }
             Progress::Fatal(e) => self.fail(now, slot, e),
+        }
+    }
+
+    /// Ends the wait of the slot's ticket with `error`.
+    fn fail_ticket(&mut self, slot: &mut Slot, error: Error) {
+        if let Some(ticket) = slot.ticket.take() {
+            if let Some(pos) = self.waiters.iter().position(|w| w.ticket == ticket) {
+                let w = self.waiters.remove(pos).expect("position is valid");
+                self.events.push_back(Event::Failed { ticket, owner: w.owner, error });
+            }
         }
     }
 

@@ -20,6 +20,7 @@
 //! sent again.
 
 use crate::io::{ConnectionEvent, Notification, Op, RedisValue, Reply, Script};
+use crate::refusal::Refusals;
 use crate::slot::{Backoff, Claim, Cx, Progress, Timer, Timers};
 use crate::{Error, FencingToken, Instant, LossReason, RequestId};
 
@@ -239,6 +240,8 @@ pub(crate) struct RedisClaim {
     give_up_by: Option<Instant>,
     timers: Timers,
     backoff: Backoff,
+    /// Whether the server's latest answer was a transient refusal.
+    refusals: Refusals,
 }
 
 impl RedisClaim {
@@ -254,6 +257,7 @@ impl RedisClaim {
             give_up_by: None,
             timers: Timers::default(),
             backoff: Backoff::default(),
+            refusals: Refusals::default(),
         }
     }
 
@@ -438,7 +442,11 @@ impl Claim for RedisClaim {
     }
 
     fn on_reply(&mut self, cx: &mut Cx<'_>, id: RequestId, reply: Reply) -> Progress {
-        match self.phase.clone() {
+        // A transient refusal (BUSY, LOADING, READONLY, ...) is retried like
+        // a request that got no answer; a try without waiting has no time
+        // to retry and reports it.
+        let reply = self.refusals.filter(cx.cfg.backend, reply);
+        let progress = match self.phase.clone() {
             Phase::Acquiring { req: Some(r), sent_at } if r == id => self.on_acquire_reply(cx, sent_at, reply),
             Phase::Subscribing { req: Some(r) } if r == id => match reply {
                 Reply::Done => {
@@ -485,6 +493,11 @@ impl Claim for RedisClaim {
                 other => Progress::Fatal(Error::Protocol(format!("unexpected leave reply {other:?}"))),
             },
             _ => Progress::Pending,
+        };
+        // Reported once the claim is in its retry state, which give_up leaves cleanly.
+        match (self.wait, &self.phase, self.refusals.latest()) {
+            (false, Phase::Acquiring { .. }, Some(text)) => Progress::Unavailable(text.to_owned()),
+            _ => progress,
         }
     }
 
@@ -588,5 +601,9 @@ impl Claim for RedisClaim {
 
     fn shared_identity(&self) -> Option<&str> {
         Some(&self.field)
+    }
+
+    fn refusal(&self) -> Option<&str> {
+        self.refusals.latest()
     }
 }

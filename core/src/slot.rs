@@ -20,6 +20,9 @@ pub(crate) enum Progress {
     Granted(FencingToken),
     /// A try without waiting found the lock taken (cleanup may still run).
     Busy,
+    /// A try without waiting was refused by a server that cannot serve for
+    /// now (the server's text); the machine gives the claim up.
+    Unavailable(String),
     /// A granted claim is lost; the slot now cleans up by itself.
     Lost(LossReason),
     /// The slot has nothing left to do on the server.
@@ -134,6 +137,11 @@ pub(crate) trait Claim {
     /// owner's field). Two live claims must never share one: an old claim's
     /// cleanup would delete the new claim's grant.
     fn shared_identity(&self) -> Option<&str> {
+        None
+    }
+    /// The server's text if its latest answer to this claim was a transient
+    /// refusal: what an acquire deadline passing now reports.
+    fn refusal(&self) -> Option<&str> {
         None
     }
 }

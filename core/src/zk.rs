@@ -18,6 +18,7 @@
 //!   and survives the parent's deletion (the sequence number does not).
 
 use crate::io::{ConnectionEvent, Notification, Op, Reply};
+use crate::refusal::Refusals;
 use crate::slot::{Backoff, Claim, Cx, Progress, Timer, Timers};
 use crate::{Error, FencingToken, LossReason, Nonce, RequestId};
 
@@ -111,6 +112,8 @@ pub(crate) struct ZkClaim {
     down_since: Option<crate::Instant>,
     /// While held: the getData+watch on our own node (`None`: to be sent).
     own_watch: Option<RequestId>,
+    /// Whether the server's latest answer was a transient refusal.
+    refusals: Refusals,
 }
 
 impl ZkClaim {
@@ -137,6 +140,7 @@ impl ZkClaim {
             watchdog_at: None,
             down_since,
             own_watch: None,
+            refusals: Refusals::default(),
         }
     }
 
@@ -318,7 +322,10 @@ impl Claim for ZkClaim {
     }
 
     fn on_reply(&mut self, cx: &mut Cx<'_>, id: RequestId, reply: Reply) -> Progress {
-        match self.phase.clone() {
+        // A throttled or read-only server is retried like a request that got
+        // no answer; a try without waiting has no time to retry and reports it.
+        let reply = self.refusals.filter(cx.cfg.backend, reply);
+        let progress = match self.phase.clone() {
             Phase::Creating { create: Some(c), list } if c == id => match reply {
                 Reply::Created { path, czxid } => {
                     let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
@@ -433,6 +440,12 @@ impl Claim for ZkClaim {
                 other => Progress::Fatal(Error::Protocol(format!("unexpected delete reply {other:?}"))),
             },
             _ => Progress::Pending,
+        };
+        // Reported once the claim is in its retry state, which give_up leaves
+        // cleanly (finding and deleting a node the refused request may follow).
+        match (self.wait, self.goal, self.refusals.latest()) {
+            (false, Goal::Acquire, Some(text)) if self.phase != Phase::Held => Progress::Unavailable(text.to_owned()),
+            _ => progress,
         }
     }
 
@@ -576,6 +589,10 @@ impl Claim for ZkClaim {
 
     fn describe(&self) -> String {
         self.node.as_ref().map(|(n, _)| n.clone()).unwrap_or_else(|| node_prefix(&self.uuid))
+    }
+
+    fn refusal(&self) -> Option<&str> {
+        self.refusals.latest()
     }
 }
 

@@ -40,6 +40,7 @@ fn all_faults(backend: Backend, seed: u64) -> Scenario {
         expiries: true,
         disconnects: true,
         partitions: true,
+        refuse_per_mille: 30,
     };
     sc.deadline_per_mille = 150;
     sc.no_wait_per_mille = 100;

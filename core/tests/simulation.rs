@@ -62,6 +62,7 @@ fn replay() {
         expiries: std::env::var("PAUSES").is_ok(),
         disconnects: true,
         partitions: std::env::var("PAUSES").is_ok(),
+        refuse_per_mille: 30,
     };
     sc.deadline_per_mille = 150;
     sc.no_wait_per_mille = 100;

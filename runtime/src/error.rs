@@ -41,6 +41,11 @@ pub enum Error {
     /// The acquire was cancelled.
     #[error("the acquire was cancelled")]
     Cancelled,
+    /// The acquire's timeout passed while the server kept refusing with a
+    /// transient error; `reply` is the server's last answer (`BUSY ...`,
+    /// `LOADING ...`, `READONLY ...`, ZooKeeper `THROTTLEDOP ...`).
+    #[error("lock {name:?}: the server is unavailable: {reply}")]
+    Unavailable { name: String, reply: String },
 }
 
 impl Error {
@@ -56,6 +61,7 @@ impl Error {
             E::Lost(reason) => Error::Lost { name: name.to_owned(), reason },
             E::Protocol(m) => Error::Protocol(m),
             E::Closed => Error::Closed,
+            E::Unavailable(reply) => Error::Unavailable { name: name.to_owned(), reply },
             other => Error::Protocol(other.to_string()),
         }
     }

@@ -1,6 +1,6 @@
 //! `Client::status`: who holds a lock right now, as the server sees it.
 
-use polylock_core::{LockName, Op, RedisValue, Reply};
+use polylock_core::{Backend, LockName, Op, RedisValue, Reply};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
@@ -49,6 +49,10 @@ impl Client {
                         other => Err(Error::Protocol(format!("unexpected status reply {other:?}"))),
                     },
                     Reply::Failed(e) => Err(Error::Connect { addr: "redis".into(), reason: e.message }),
+                    // One read, no timeout to retry within: a busy or loading server is named.
+                    Reply::Refused(reply) if polylock_core::refusal::is_transient(Backend::Redis, &reply) => {
+                        Err(Error::Unavailable { name: name.to_owned(), reply })
+                    }
                     other => Err(Error::Protocol(format!("unexpected status reply {other:?}"))),
                 }
             }

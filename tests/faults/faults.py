@@ -14,6 +14,10 @@ awaited, each repeated --trials times, on loopback servers only:
   cut-hold     the holder's connections to the lock server are cut
   cut-acquire  a waiter's connections to the lock server are cut
   restart      redis-server restarted (no persistence) while held and awaited
+  replica      the lock's Redis made a replica of another for two seconds
+               (REPLICAOF: it answers READONLY and drops its data once synced;
+               then REPLICAOF NO ONE) while held and awaited: the holder holds
+               past its lease inside the spell, so it is told it lost the lock
   leader-kill  the leader of the 3-node ZooKeeper ensemble killed (then restarted)
 
 Every loop is bounded in count and time. The checks: no accepted write from
@@ -43,6 +47,13 @@ SERVICES = os.path.join(ROOT, "scripts", "services")
 LEASE_MS = 1000
 SESSION_MS = 2000
 HOLD_MS = 60
+# The replica row: the holder's critical section outlasts its lease (so it
+# must be told it lost the lock, whose data the spell drops) and ends well
+# inside the spell, during which nobody can be granted: its write lands before
+# a successor reads the resource (a holder that writes after being told it
+# lost the lock would otherwise cause a lost update no fencing can catch).
+REPLICA_HOLD_MS = 1200
+REPLICA_SPELL_S = 2.0
 
 
 def now_ns():
@@ -66,7 +77,7 @@ class Worker:
         self.id = f"{lang}-{index}"
         args = [
             *cmd, "--url", pool.url, "--lock", pool.lock, "--resource-url", pool.resource_url,
-            "--rounds", "1000000", "--id", self.id, "--hold-ms", str(HOLD_MS),
+            "--rounds", "1000000", "--id", self.id, "--hold-ms", str(pool.hold_ms),
             "--lease-ms", str(LEASE_MS), "--session-ms", str(SESSION_MS),
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
@@ -102,8 +113,9 @@ class Worker:
 class Pool:
     """Workers of every language contending on one lock on one server."""
 
-    def __init__(self, backend, url, langs, resource_url):
+    def __init__(self, backend, url, langs, resource_url, hold_ms=HOLD_MS):
         self.backend, self.url, self.resource_url = backend, url, resource_url
+        self.hold_ms = hold_ms
         self.lock = f"faults/{backend}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
         self.resource = f"demo:resource:{'zookeeper' if url.startswith('zk') else 'redis'}:{self.lock}"
         self.events = queue.Queue()
@@ -231,6 +243,32 @@ class Result:
         )
 
 
+def replica_spell(url, primary_url):
+    """Makes the Redis at `url` a replica of `primary_url` for REPLICA_SPELL_S
+    seconds (at least until it has synced, which drops its data), then a
+    primary again. Returns whether it synced."""
+    started = time.monotonic()
+    delay = redis_cli(primary_url, "CONFIG", "GET", "repl-diskless-sync-delay").splitlines()[-1:] or ["5"]
+    redis_cli(primary_url, "CONFIG", "SET", "repl-diskless-sync-delay", "0")
+    # Loaded from the socket: no dump.rdb left behind for the restart row to load.
+    redis_cli(url, "CONFIG", "SET", "repl-diskless-load", "swapdb")
+    host, port = primary_url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    synced = False
+    try:
+        redis_cli(url, "REPLICAOF", host, port)
+        while time.monotonic() - started < 10:
+            if "master_link_status:up" in redis_cli(url, "INFO", "replication"):
+                synced = True
+                break
+            time.sleep(0.02)
+        time.sleep(max(0.0, REPLICA_SPELL_S - (time.monotonic() - started)))
+    finally:
+        redis_cli(url, "REPLICAOF", "NO", "ONE")
+        redis_cli(url, "CONFIG", "SET", "repl-diskless-load", "disabled")
+        redis_cli(primary_url, "CONFIG", "SET", "repl-diskless-sync-delay", delay[0])
+    return synced
+
+
 def run_fault(fault, pool, trials, result, bound_s, lock_port):
     """Runs `trials` trials of one fault on a pool; fills `result`."""
     for _ in range(trials):
@@ -272,6 +310,15 @@ def run_fault(fault, pool, trials, result, bound_s, lock_port):
         elif fault == "restart":
             subprocess.run(["bash", SERVICES, "restart-redis", "redis2"], capture_output=True, timeout=60, check=False)
             nxt = pool.wait_grant(bound_s, after_ns=now_ns())
+        elif fault == "replica":
+            if not replica_spell(pool.url, pool.resource_url):
+                result.failures.append(f"trial {result.trials}: the replica never synced")
+            nxt = pool.wait_grant(bound_s, after_ns=now_ns())
+            rec = pool.wait_record(grant["token"], 15)
+            if rec is None:
+                result.failures.append(f"{w.id}: no record from the holder across the replica spell")
+            elif not rec["lost"]:
+                result.failures.append(f"{w.id}: a holder whose lock was dropped was not told it lost it")
         elif fault == "leader-kill":
             leader = subprocess.run(["bash", SERVICES, "zk-leader"], capture_output=True, text=True, timeout=60, check=False)
             port = leader.stdout.strip()
@@ -317,6 +364,7 @@ def main():
         ("cut-hold", "redis", env["POLYLOCK_TEST_REDIS2"], 10),
         ("cut-acquire", "redis", env["POLYLOCK_TEST_REDIS2"], 20),
         ("restart", "redis", env["POLYLOCK_TEST_REDIS2"], 10),
+        ("replica", "redis", env["POLYLOCK_TEST_REDIS2"], 10),
         ("sigkill", "zookeeper", env["POLYLOCK_TEST_ZK"], SESSION_MS / 1000 + 3),
         ("sigstop", "zookeeper", env["POLYLOCK_TEST_ZK"], SESSION_MS / 1000 + 3),
         ("cut-hold", "zookeeper", env["POLYLOCK_TEST_ZK"], 10),
@@ -330,7 +378,7 @@ def main():
     started = time.time()
     for fault, backend, url, bound in plan:
         res = Result(fault, backend)
-        pool = Pool(backend, url, langs, resource_url)
+        pool = Pool(backend, url, langs, resource_url, REPLICA_HOLD_MS if fault == "replica" else HOLD_MS)
         t = time.time()
         try:
             if pool.wait_grant(60) is None:

@@ -9,7 +9,7 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
-use jni::objects::{GlobalRef, JObject, JValue};
+use jni::objects::{GlobalRef, JObject, JThrowable, JValue};
 use jni::JNIEnv;
 use polylock::Error;
 
@@ -43,6 +43,7 @@ pub(crate) struct Classes {
     connect: GlobalRef,
     lost: GlobalRef,
     closed: GlobalRef,
+    unavailable: GlobalRef,
     illegal_argument: GlobalRef,
     illegal_monitor: GlobalRef,
     illegal_state: GlobalRef,
@@ -63,6 +64,7 @@ pub(crate) fn init_classes(env: &mut JNIEnv) -> Outcome<()> {
         connect: global("io/polylock/LockConnectException")?,
         lost: global("io/polylock/LockLostException")?,
         closed: global("io/polylock/LockClosedException")?,
+        unavailable: global("io/polylock/LockUnavailableException")?,
         illegal_argument: global("java/lang/IllegalArgumentException")?,
         illegal_monitor: global("java/lang/IllegalMonitorStateException")?,
         illegal_state: global("java/lang/IllegalStateException")?,
@@ -71,10 +73,12 @@ pub(crate) fn init_classes(env: &mut JNIEnv) -> Outcome<()> {
     Ok(())
 }
 
-/// The class and message a failure becomes in Java.
-fn classify(failure: &Failure) -> (&'static GlobalRef, String) {
+/// The class and message a failure becomes in Java, and the server's reply
+/// for the classes that carry one (constructor `(String, String)`).
+fn classify(failure: &Failure) -> (&'static GlobalRef, String, Option<String>) {
     let c = CLASSES.get().expect("Native.init runs before any other native call");
     match failure {
+        Failure::Polylock(e @ Error::Unavailable { reply, .. }) => (&c.unavailable, e.to_string(), Some(reply.clone())),
         Failure::Polylock(e) => {
             let class = match e {
                 Error::InvalidUrl { .. } | Error::InvalidName(_) | Error::InvalidOption(_) => &c.illegal_argument,
@@ -84,11 +88,11 @@ fn classify(failure: &Failure) -> (&'static GlobalRef, String) {
                 Error::Closed => &c.closed,
                 _ => &c.lock,
             };
-            (class, e.to_string())
+            (class, e.to_string(), None)
         }
-        Failure::Jni(e) => (&c.lock, format!("JNI call failed: {e}")),
-        Failure::Illegal(m) => (&c.illegal_state, m.clone()),
-        Failure::Panic(m) => (&c.lock, format!("internal error in polylock: {m}")),
+        Failure::Jni(e) => (&c.lock, format!("JNI call failed: {e}"), None),
+        Failure::Illegal(m) => (&c.illegal_state, m.clone(), None),
+        Failure::Panic(m) => (&c.lock, format!("internal error in polylock: {m}"), None),
     }
 }
 
@@ -98,16 +102,27 @@ pub(crate) fn throw(env: &mut JNIEnv, failure: Failure) {
     if env.exception_check().unwrap_or(true) {
         return;
     }
-    let (class, message) = classify(&failure);
-    let _ = env.throw_new(class, message);
+    if let Ok(throwable) = to_throwable(env, failure) {
+        let _ = env.throw(JThrowable::from(throwable));
+    }
 }
 
 /// Builds (without throwing) the Java exception for `failure`, for
 /// completions delivered to Java from runtime threads.
 pub(crate) fn to_throwable<'l>(env: &mut JNIEnv<'l>, failure: Failure) -> Outcome<JObject<'l>> {
-    let (class, message) = classify(&failure);
+    let (class, message, reply) = classify(&failure);
     let message = env.new_string(message)?;
-    Ok(env.new_object(class, "(Ljava/lang/String;)V", &[JValue::Object(&message)])?)
+    Ok(match reply {
+        Some(reply) => {
+            let reply = env.new_string(reply)?;
+            env.new_object(
+                class,
+                "(Ljava/lang/String;Ljava/lang/String;)V",
+                &[JValue::Object(&message), JValue::Object(&reply)],
+            )?
+        }
+        None => env.new_object(class, "(Ljava/lang/String;)V", &[JValue::Object(&message)])?,
+    })
 }
 
 fn panic_message(p: Box<dyn Any + Send>) -> String {

@@ -13,6 +13,7 @@ from ._errors import (
     LockError,
     LockLostError,
     LockTimeout,
+    LockUnavailableError,
     NotHeldError,
 )
 from ._lock import Lock
@@ -26,6 +27,7 @@ __all__ = [
     "LockLostError",
     "LockStatus",
     "LockTimeout",
+    "LockUnavailableError",
     "NotHeldError",
     "connect",
 ]

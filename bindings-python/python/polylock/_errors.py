@@ -14,6 +14,21 @@ class LockTimeout(LockError, TimeoutError):
     """An asynchronous acquire was not granted within its timeout."""
 
 
+class LockUnavailableError(LockTimeout):
+    """The timeout passed while the server kept refusing with a transient
+    error (Redis ``BUSY``, ``LOADING``, ``READONLY``, ...; ZooKeeper
+    throttling). ``reply`` is the server's last answer. A ``LockTimeout``
+    (and so a ``TimeoutError``) too: the caller's timeout did pass, and code
+    that handles a timeout handles this one; catch this class first to tell
+    a refusing server from a held lock. Raised even by ``acquire(timeout=...)``,
+    which returns False only when the lock was held."""
+
+    def __init__(self, message: str, name: str | None = None, reply: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.reply = reply
+
+
 class LockLostError(LockError):
     """The lock was lost while held (lease expired, session expired): the
     code that ran under it was not protected."""

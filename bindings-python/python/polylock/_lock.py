@@ -36,7 +36,8 @@ class Lock:
         """As ``threading.Lock.acquire``: True once held, False if not
         granted (``blocking=False``, or ``timeout`` seconds passed; -1 waits
         forever). Releases the GIL while waiting; Ctrl-C interrupts it and
-        leaves nothing behind on the server."""
+        leaves nothing behind on the server. LockUnavailableError if the
+        server kept refusing (BUSY, LOADING, READONLY, ...) until then."""
         seconds = _options.threading_timeout(blocking, timeout)
         return self._native.acquire(thread_owner(), seconds)
 
@@ -71,7 +72,8 @@ class Lock:
     async def acquire_async(self, timeout: float | None = None) -> bool:
         """Waits until the current task holds the lock and returns True.
         ``timeout``: None waits forever, 0 tries once; LockTimeout when it
-        passes. Cancelling the task cancels the acquire (nothing is left on
+        passes (LockUnavailableError, a LockTimeout, if the server kept
+        refusing meanwhile). Cancelling the task cancels the acquire (nothing is left on
         the server)."""
         seconds = _options.async_timeout(timeout)
         loop = asyncio.get_running_loop()

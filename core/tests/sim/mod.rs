@@ -72,6 +72,9 @@ pub struct Faults {
     /// start at random, and some right after the server answered a
     /// getChildren that makes the client the holder: the grant is in flight.
     pub partitions: bool,
+    /// Requests the server answers with a transient error (Redis `BUSY`,
+    /// `LOADING`, `READONLY`, `OOM`; ZooKeeper throttling) without running them.
+    pub refuse_per_mille: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -709,6 +712,16 @@ impl World {
     }
 
     fn serve(&mut self, c: usize, session: u64, cmd: Command, drop_reply: bool) {
+        if !drop_reply && self.rng.chance(self.sc.faults.refuse_per_mille) {
+            let reply = Reply::Refused(self.transient_error());
+            if matches!(cmd.op, Op::Subscribe { .. } | Op::Unsubscribe { .. }) {
+                // Answered on the pub/sub connection, like a confirmation.
+                self.push_pub(c, Input::Reply(cmd.id, reply));
+            } else {
+                self.push_input(c, Input::Reply(cmd.id, reply), 0);
+            }
+            return;
+        }
         let reply = match self.sc.backend {
             Backend::Redis => match &cmd.op {
                 Op::Eval { script, keys, args } => {
@@ -764,6 +777,20 @@ impl World {
         } else {
             self.push_input(c, Input::Reply(cmd.id, reply), 0);
         }
+    }
+
+    /// What a server that cannot serve for now answers, as its driver passes it on.
+    fn transient_error(&mut self) -> String {
+        let texts: &[&str] = match self.sc.backend {
+            Backend::Redis => &[
+                "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.",
+                "LOADING Redis is loading the dataset in memory",
+                "READONLY You can't write against a read only replica. script: 0, on @user_script:1.",
+                "OOM command not allowed when used memory > 'maxmemory'.",
+            ],
+            Backend::ZooKeeper => &["THROTTLEDOP request was throttled due to server heavy loading"],
+        };
+        texts[self.rng.range(0, texts.len() as u64 - 1) as usize].to_owned()
     }
 
     fn push_pub(&mut self, c: usize, input: Input) {

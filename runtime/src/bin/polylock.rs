@@ -75,7 +75,7 @@ fn seconds(what: &str, v: f64) -> Result<Duration, String> {
 fn code_for(e: &Error) -> u8 {
     match e {
         Error::InvalidUrl { .. } | Error::InvalidName(_) | Error::InvalidOption(_) => exit::USAGE,
-        Error::Connect { .. } => exit::UNAVAILABLE,
+        Error::Connect { .. } | Error::Unavailable { .. } => exit::UNAVAILABLE,
         Error::Timeout(_) | Error::WouldBlock(_) => exit::TIMEOUT,
         Error::Lost { .. } => exit::LOST,
         _ => 1,

@@ -1,0 +1,67 @@
+//! What sending the script source on every call costs: the uncontended
+//! acquire + release pair of polylock's Redis protocol (its real ACQUIRE
+//! and LEAVE scripts, on one multiplexed connection as the runtime uses),
+//! sent as EVAL with the source and as EVALSHA of a loaded script.
+//! `cargo run --release -p polylock --example eval_vs_evalsha -- REDIS_URL [N]`
+
+use std::time::{Duration, Instant};
+
+use polylock_core::redis::{ACQUIRE, LEAVE};
+use polylock_core::{LockName, Nonce, OwnerId};
+
+fn p(v: &mut [Duration], q: f64) -> f64 {
+    v.sort();
+    v[((v.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1e6
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let url = args.get(1).expect("REDIS_URL");
+    let n: usize = args.get(2).map_or(5000, |v| v.parse().expect("N"));
+    let mut conn = redis::Client::open(url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    let name = LockName::new(&format!("bench/eval-{}", std::process::id())).unwrap();
+    let field = polylock_core::redis::field(Nonce(1), OwnerId(1));
+    let member = format!("{field}|0000000000000001");
+    let acquire_keys =
+        [name.redis_key().to_owned(), name.redis_fence_key(), name.redis_queue_key(), name.redis_queue_deadline_key()];
+    let acquire_args =
+        [field.clone(), "30000".into(), "1".into(), "30000".into(), name.redis_channel(), member.clone()];
+    let leave_keys =
+        [name.redis_key().to_owned(), name.redis_queue_key(), name.redis_queue_deadline_key(), name.redis_fence_key()];
+    let leave_args = [field.clone(), name.redis_channel(), name.redis_channel(), member.clone()];
+    let mut shas = Vec::new();
+    for s in [&ACQUIRE, &LEAVE] {
+        let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(s.source).query_async(&mut conn).await.unwrap();
+        shas.push(sha);
+    }
+    for round in 0..4 {
+        for by_source in [true, false] {
+            let mut times = Vec::with_capacity(n);
+            for i in 0..n + n / 10 {
+                let t = Instant::now();
+                for (k, (keys, args)) in
+                    [(&acquire_keys[..], &acquire_args[..]), (&leave_keys[..], &leave_args[..])].into_iter().enumerate()
+                {
+                    let mut c = if by_source { redis::cmd("EVAL") } else { redis::cmd("EVALSHA") };
+                    if by_source {
+                        c.arg([&ACQUIRE, &LEAVE][k].source);
+                    } else {
+                        c.arg(&shas[k]);
+                    }
+                    c.arg(keys.len()).arg(keys).arg(args);
+                    let _: redis::Value = c.query_async(&mut conn).await.unwrap();
+                }
+                if i >= n / 10 {
+                    times.push(t.elapsed());
+                }
+            }
+            let how = if by_source { "EVAL source" } else { "EVALSHA    " };
+            println!(
+                "round {round} {how}: acquire+release p50 {:.1} us, p99 {:.1} us ({n} pairs)",
+                p(&mut times, 0.5),
+                p(&mut times, 0.99)
+            );
+        }
+    }
+}
