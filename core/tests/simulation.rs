@@ -61,6 +61,8 @@ fn replay() {
         crashes: true,
         expiries: std::env::var("PAUSES").is_ok(),
         disconnects: true,
+        rollbacks: std::env::var("ROLLBACKS").is_ok(),
+        evictions: std::env::var("ROLLBACKS").is_ok(),
     };
     sc.deadline_per_mille = 150;
     sc.no_wait_per_mille = 100;
