@@ -14,6 +14,9 @@ awaited, each repeated --trials times, on loopback servers only:
   cut-hold     the holder's connections to the lock server are cut
   cut-acquire  a waiter's connections to the lock server are cut
   restart      redis-server restarted (no persistence) while held and awaited
+  restore-rdb  redis-server SIGKILLed and restarted from an RDB snapshot taken
+               while the lock was held, after more grants: the lock and its
+               fence counter go back; tokens must still grow
   leader-kill  the leader of the 3-node ZooKeeper ensemble killed (then restarted)
 
 Every loop is bounded in count and time. The checks: no accepted write from
@@ -197,6 +200,11 @@ class Pool:
         return stale, overlaps, refused, problems
 
 
+def services(*args):
+    """Runs a scripts/services subcommand; a failure is an error of the suite."""
+    subprocess.run(["bash", SERVICES, *args], capture_output=True, timeout=60, check=True)
+
+
 def cut_connections(pid, port):
     """Closes every TCP connection of `pid` to 127.0.0.1:`port` (ss -K)."""
     out = subprocess.run(["ss", "-tnpH", "dst", f"127.0.0.1:{port}"], capture_output=True, text=True, check=False).stdout
@@ -272,6 +280,19 @@ def run_fault(fault, pool, trials, result, bound_s, lock_port):
         elif fault == "restart":
             subprocess.run(["bash", SERVICES, "restart-redis", "redis2"], capture_output=True, timeout=60, check=False)
             nxt = pool.wait_grant(bound_s, after_ns=now_ns())
+        elif fault == "restore-rdb":
+            services("snapshot-redis", "redis2")
+            # More grants after the snapshot: what the restore takes back.
+            for _ in range(2):
+                if pool.wait_grant(bound_s, after_ns=now_ns()) is None:
+                    result.failures.append(f"trial {result.trials}: no grant after the snapshot")
+            t0 = now_ns()
+            services("restore-redis", "redis2")
+            nxt = pool.wait_grant(bound_s, after_ns=now_ns())
+            if nxt is not None:
+                before = max(g["token"] for g in pool.grants if g is not nxt[1])
+                if nxt[1]["token"] <= before:
+                    result.failures.append(f"trial {result.trials}: token {nxt[1]['token']} after {before}")
         elif fault == "leader-kill":
             leader = subprocess.run(["bash", SERVICES, "zk-leader"], capture_output=True, text=True, timeout=60, check=False)
             port = leader.stdout.strip()
@@ -317,6 +338,7 @@ def main():
         ("cut-hold", "redis", env["POLYLOCK_TEST_REDIS2"], 10),
         ("cut-acquire", "redis", env["POLYLOCK_TEST_REDIS2"], 20),
         ("restart", "redis", env["POLYLOCK_TEST_REDIS2"], 10),
+        ("restore-rdb", "redis", env["POLYLOCK_TEST_REDIS2"], 10),
         ("sigkill", "zookeeper", env["POLYLOCK_TEST_ZK"], SESSION_MS / 1000 + 3),
         ("sigstop", "zookeeper", env["POLYLOCK_TEST_ZK"], SESSION_MS / 1000 + 3),
         ("cut-hold", "zookeeper", env["POLYLOCK_TEST_ZK"], 10),
