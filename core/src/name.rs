@@ -13,7 +13,12 @@ pub const MAX_NAME_LEN: usize = 1024;
 
 /// A validated lock name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct LockName(String);
+pub struct LockName {
+    name: String,
+    /// What follows `prefix:` in each of polylock's own Redis keys (see
+    /// [`LockName::redis_fence_key`]); computed once, as it may take a search.
+    own_key_suffix: String,
+}
 
 impl LockName {
     /// Validates `name`. Rules (each failure is [`Error::InvalidName`] saying which):
@@ -51,20 +56,22 @@ impl LockName {
         if path == "/zookeeper" || path.starts_with("/zookeeper/") {
             return Err(Error::InvalidName("'/zookeeper' is reserved by ZooKeeper".into()));
         }
-        Ok(LockName(name.to_owned()))
+        Ok(LockName { name: name.to_owned(), own_key_suffix: own_key_suffix(name) })
     }
 
     /// The name as given.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.name
     }
 
     /// Redis: the lock hash (Redisson layout: the key is the name).
     pub fn redis_key(&self) -> &str {
-        &self.0
+        &self.name
     }
 
-    /// Redis: the fencing counter (it expires with the lease of the last grant).
+    /// Redis: the fencing counter (it expires with the lease of the last
+    /// grant). Like the queue keys, in the lock key's cluster slot whatever
+    /// braces the name holds (see `own_key_suffix`).
     pub fn redis_fence_key(&self) -> String {
         self.redis_own_key("polylock_fence")
     }
@@ -79,33 +86,8 @@ impl LockName {
         self.redis_own_key("polylock_queue_deadline")
     }
 
-    /// Redis: one of polylock's own keys of this lock, always in the lock
-    /// key's cluster slot and never shared with another name:
-    /// - a name without `}`: `prefix:{name}`. The braces are the key's
-    ///   hash tag, and the tag is the whole name, which is what Redis hashes
-    ///   for such a name (an unclosed `{` of the name is inside our tag);
-    /// - a name with a `}`: `prefix:{tag}:name`, the tag being the name's
-    ///   own hash tag when it has one (`orders{42}`: `42`), else a short
-    ///   text computed to hash to the name's slot (`a{}b`, `a}b`: Redis
-    ///   hashes the whole name, which cannot sit inside braces).
-    ///
-    /// The two shapes never meet: a `{tag}:name` key holds a `}` after its
-    /// tag, a `{name}` key does not. Redisson's rule (`prefix:name` when the
-    /// name holds a `{`) would put `a{}b`'s keys in another slot and give
-    /// `abc` and `{abc}` one queue; it is kept for the channel Redisson
-    /// shares with us ([`Self::redis_channel`]).
     fn redis_own_key(&self, prefix: &str) -> String {
-        let name = &self.0;
-        if !name.contains('}') {
-            return format!("{prefix}:{{{name}}}");
-        }
-        match crate::keyslot::hash_tag(name) {
-            Some(tag) => format!("{prefix}:{{{tag}}}:{name}"),
-            None => {
-                let tag = crate::keyslot::tag_for_slot(crate::keyslot::key_slot(name));
-                format!("{prefix}:{{{tag}}}:{name}")
-            }
-        }
+        format!("{prefix}:{}", self.own_key_suffix)
     }
 
     /// Redis: the channel Redisson waiters listen on; every release
@@ -113,10 +95,10 @@ impl LockName {
     /// `redisson_lock__channel:name` when the name holds a `{`, else
     /// `redisson_lock__channel:{name}`.
     pub fn redis_channel(&self) -> String {
-        if self.0.contains('{') {
-            format!("redisson_lock__channel:{}", self.0)
+        if self.name.contains('{') {
+            format!("redisson_lock__channel:{}", self.name)
         } else {
-            format!("redisson_lock__channel:{{{}}}", self.0)
+            format!("redisson_lock__channel:{{{}}}", self.name)
         }
     }
 
@@ -128,8 +110,34 @@ impl LockName {
 
     /// ZooKeeper: the lock's parent node; contenders are its children.
     pub fn zk_path(&self) -> String {
-        zk_path_of(&self.0)
+        zk_path_of(&self.name)
     }
+}
+
+/// Redis: what follows `prefix:` in polylock's own keys of a lock, so that
+/// each is in the lock key's cluster slot and never shared with another name:
+/// - a name without `}`: `prefix:{name}`. The braces are the key's
+///   hash tag, and the tag is the whole name, which is what Redis hashes
+///   for such a name (an unclosed `{` of the name is inside our tag);
+/// - a name with a `}`: `prefix:{tag}:name`, the tag being the name's
+///   own hash tag when it has one (`orders{42}`: `42`), else a short
+///   text computed to hash to the name's slot (`a{}b`, `a}b`: Redis
+///   hashes the whole name, which cannot sit inside braces).
+///
+/// The two shapes never meet: a `{tag}:name` key holds a `}` after its
+/// tag, a `{name}` key does not. Redisson's rule (`prefix:name` when the
+/// name holds a `{`) would put `a{}b`'s keys in another slot and give
+/// `abc` and `{abc}` one queue; it is kept for the channel Redisson
+/// shares with us ([`LockName::redis_channel`]).
+fn own_key_suffix(name: &str) -> String {
+    if !name.contains('}') {
+        return format!("{{{name}}}");
+    }
+    let tag = match crate::keyslot::hash_tag(name) {
+        Some(tag) => tag.to_owned(),
+        None => crate::keyslot::tag_for_slot(crate::keyslot::key_slot(name)),
+    };
+    format!("{{{tag}}}:{name}")
 }
 
 fn zk_path_of(name: &str) -> String {
@@ -142,7 +150,7 @@ fn zk_path_of(name: &str) -> String {
 
 impl std::fmt::Display for LockName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.name)
     }
 }
 
