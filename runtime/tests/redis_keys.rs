@@ -166,16 +166,17 @@ async fn a_short_ttl_waiter_leaves_a_long_ttl_waiters_place_alone() {
 /// The CRC16 and hash-tag rule of core's slot function against a real
 /// server's `CLUSTER KEYSLOT`, for every key of names of every brace shape.
 /// The server runs in cluster mode on its own (KEYSLOT needs no cluster
-/// formed) on `POLYLOCK_TEST_CLUSTER_PORT` (default 6402).
+/// formed), on a Unix socket of its own: no port to collide with.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_key_of_a_lock_is_in_the_lock_keys_slot_on_a_real_cluster_node() {
-    let port: u16 = std::env::var("POLYLOCK_TEST_CLUSTER_PORT").ok().and_then(|p| p.parse().ok()).unwrap_or(6402);
     let dir = std::env::temp_dir().join(format!("polylock-keyslot-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("redis.sock");
     let server = std::process::Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .args(["--port", "0", "--save", "", "--appendonly", "no", "--unixsocket"])
+        .arg(&socket)
         .args(["--cluster-enabled", "yes", "--cluster-config-file"])
-        .arg(dir.join(format!("nodes-{port}.conf")))
+        .arg(dir.join("nodes.conf"))
         .arg("--dir")
         .arg(&dir)
         .stdout(std::process::Stdio::null())
@@ -183,7 +184,7 @@ async fn every_key_of_a_lock_is_in_the_lock_keys_slot_on_a_real_cluster_node() {
         .spawn()
         .expect("redis-server");
     let _server = StopOnDrop(server, dir);
-    let url = format!("redis://127.0.0.1:{port}");
+    let url = format!("redis+unix://{}", socket.display());
     let mut raw = None;
     for _ in 0..100 {
         let connect = redis::Client::open(url.as_str()).unwrap();
