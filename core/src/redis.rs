@@ -24,8 +24,8 @@
 //!   release, one message, however many wait (no herd), and the waiter
 //!   holds the lock without a round trip of its own.
 //!
-//! All scripts are idempotent, so a request whose reply was lost is simply
-//! sent again.
+//! All scripts are idempotent in what they grant, so a request whose reply
+//! was lost is simply sent again (a retried grant gets a new, larger token).
 
 use crate::io::{ConnectionEvent, Notification, Op, RedisValue, Reply, Script};
 use crate::slot::{Backoff, Claim, Cx, Progress, Timer, Timers};
