@@ -78,6 +78,7 @@ mod error;
 pub mod fuzzing;
 mod ids;
 pub mod io;
+pub mod keyslot;
 mod machine;
 pub mod name;
 pub mod redis;

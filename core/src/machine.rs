@@ -437,7 +437,7 @@ impl LockMachine {
             return;
         }
         let claim: Box<dyn Claim + Send + Sync> = match self.cfg.backend {
-            Backend::Redis => Box::new(RedisClaim::new(field, w.nonce.0 as u64, !w.no_wait)),
+            Backend::Redis => Box::new(RedisClaim::new(field, w.nonce.0 as u64, !w.no_wait, self.cfg.lease)),
             Backend::ZooKeeper => Box::new(ZkClaim::new(w.nonce, field.into_bytes(), !w.no_wait, self.down_since)),
         };
         let mut slot = Slot { claim, ticket: Some(w.ticket), release: None };

@@ -1,23 +1,31 @@
 //! The Redis protocol: keys, scripts, and one claim's life as a state machine.
 //!
-//! Layout (wire-compatible with Redisson `RLock`, see PROTOCOLS.md):
+//! Layout (wire-compatible with Redisson `RLock`, see PROTOCOLS.md; key
+//! names in [`crate::LockName`], all in the lock key's cluster slot):
 //! - the lock is a HASH at the lock name, field `<client uuid>:<owner id>`, value 1;
 //!   Redisson clients see it as held and wait; we see theirs the same way;
-//! - every release publishes `0` on `redisson_lock__channel:{name}`, which
-//!   wakes Redisson waiters;
-//! - fencing: `INCR polylock_fence:{name}` in the same script as the grant;
-//!   a missing counter starts from the server clock in microseconds, so
-//!   tokens keep growing even after a restart that lost the data;
+//! - every release publishes `0` on Redisson's channel
+//!   (`redisson_lock__channel:{name}`, or `redisson_lock__channel:name` when
+//!   the name holds a `{`), which wakes Redisson waiters;
+//! - fencing: every grant, in the same script, takes the token
+//!   `max(counter + 1, server time in µs)` and stores it in
+//!   `polylock_fence:{name}` with the grant's lease as TTL. So tokens keep
+//!   growing when the counter is lost or goes back (a restart without
+//!   persistence or from an older snapshot, a failover to a replica that
+//!   missed writes, an eviction), and the counter does not outlive the
+//!   lock (see [`ACQUIRE`] for the one assumption: the server clock);
 //! - polylock waiters queue in `polylock_queue:{name}` (FIFO, a sorted set
 //!   scored by arrival time) with liveness deadlines in
-//!   `polylock_queue_deadline:{name}` (members `<field>|<claim id>`), and
-//!   each listens on its own channel `redisson_lock__channel:{name}:<member>`. A release hands the lock
-//!   straight to the first live waiter and publishes its fencing token on
-//!   that waiter's channel: one release, one message, however many wait (no
-//!   herd), and the waiter holds the lock without a round trip of its own.
+//!   `polylock_queue_deadline:{name}` (members `<field>|<claim id>|<lease ms>`;
+//!   both keys live as long as their longest-lived member), and each
+//!   listens on its own channel, Redisson's channel `:<member>`. A release
+//!   hands the lock straight to the first live waiter, for that waiter's
+//!   lease, and publishes its fencing token on that waiter's channel: one
+//!   release, one message, however many wait (no herd), and the waiter
+//!   holds the lock without a round trip of its own.
 //!
-//! All scripts are idempotent, so a request whose reply was lost is simply
-//! sent again.
+//! All scripts are idempotent in what they grant, so a request whose reply
+//! was lost is simply sent again (a retried grant gets a new, larger token).
 
 use crate::io::{ConnectionEvent, Notification, Op, RedisValue, Reply, Script};
 use crate::refusal::Refusals;
@@ -51,38 +59,45 @@ end
 
 /// KEYS: lock, fence, queue, queue deadlines.
 /// ARGV: field, lease ms, wait ('1' to join the queue when busy), waiter TTL ms,
-/// waiter channel prefix, queue member (`<field>|<claim id>`: one per claim,
-/// so a message meant for an earlier claim of the same owner is never taken
-/// for this one).
-/// Returns `{1, token}` when granted (also when the field already holds it:
-/// a retried grant), else `{0, pttl}` (`-2` when the key is free but another
-/// waiter is first in line, `-1` for a foreign key without expiry).
+/// waiter channel prefix, queue member (`<field>|<claim id>|<lease ms>`: one
+/// per claim, so a message meant for an earlier claim of the same owner is
+/// never taken for this one; the lease is what a direct handoff grants).
+/// Returns `{1, token}` when granted, else `{0, pttl}` (`-2` when the key is
+/// free but another waiter is first in line, `-1` for a foreign key without
+/// expiry). A retried grant (our field already holds the lock: a reply was
+/// lost) is granted again with a new token, so it never depends on the
+/// counter still being there.
+///
+/// Every grant's token is `max(counter + 1, server time in µs)`, and the
+/// counter expires with the grant's lease. The counter alone would go back
+/// with the data (a restart from an older snapshot or AOF, a failover to a
+/// replica that missed writes, an eviction); the clock alone would repeat
+/// within a microsecond. So a token exceeds every earlier token of the name
+/// as long as the counter holds the last one, or the server clock reads
+/// later than at the last grant (it is not stepped back by more than the
+/// time since; after a failover, the primaries' clocks differ by less than
+/// the time since the last grant on the old one).
 pub static ACQUIRE: Script = Script {
     name: "polylock_acquire",
     source: concat!(
-        "-- polylock acquire v3\n",
+        "-- polylock acquire v4\n",
         r#"
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}
-end
 local function grant(now_us)
+  if not now_us then
+    local t = redis.call('TIME')
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now_us)
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  if redis.call('EXISTS', KEYS[2]) == 0 then
-    -- First grant, or the counter was lost (a restart without persistence):
-    -- start from the server's clock in microseconds, above any token this
-    -- name can have had, since no lock is granted twice in a microsecond.
-    if not now_us then
-      local t = redis.call('TIME')
-      now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    end
-    redis.call('SET', KEYS[2], now_us)
-  end
-  return {1, redis.call('INCR', KEYS[2])}
+  -- %.0f: tostring would print a large token in float notation.
+  redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[2])
+  return {1, token}
 end
--- Fast path: free and nobody queued (one round trip, no clock read).
-if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[3]) == 0 then
+-- Fast path: ours already (a retried grant), or free and nobody queued
+-- (one round trip, one clock read).
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 or
+   (redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[3]) == 0) then
   return grant(nil)
 end
 "#,
@@ -104,8 +119,13 @@ end
 if ARGV[3] == '1' then
   redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[6])
   redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), ARGV[6])
-  redis.call('PEXPIRE', KEYS[3], ARGV[4])
-  redis.call('PEXPIRE', KEYS[4], ARGV[4])
+  -- The queue lives as long as its longest-lived member: never shorten it
+  -- (PEXPIRE GT would not set a TTL on a key that has none).
+  for _, k in ipairs({KEYS[3], KEYS[4]}) do
+    if redis.call('PTTL', k) < tonumber(ARGV[4]) then
+      redis.call('PEXPIRE', k, ARGV[4])
+    end
+  end
 end
 return {0, redis.call('PTTL', KEYS[1])}
 "#
@@ -117,14 +137,17 @@ return {0, redis.call('PTTL', KEYS[1])}
 /// Leaves the lock and the queue: deletes the lock if our field holds it
 /// (publishing `0` for Redisson waiters) and drops our queue entry. If the
 /// lock is then free and we held it or were first in line, it is handed
-/// straight to the first live waiter: granted to its field, with a fencing
-/// token, until that waiter's queue deadline, and the token published on
-/// its channel, so the waiter holds the lock without a round trip of its own.
+/// straight to the first live waiter: granted to its field for the lease
+/// its queue member carries (a duration, so no clock of this server is
+/// carried to another after a failover), with a fencing token by
+/// [`ACQUIRE`]'s rule, and the token published on its channel, so the
+/// waiter holds the lock without a round trip of its own. A member without
+/// a lease (an older client's) is granted until its queue deadline.
 /// Returns 1 if we held the lock, else 0. Used for release, cancel and cleanup.
 pub static LEAVE: Script = Script {
     name: "polylock_leave",
     source: concat!(
-        "-- polylock leave v4\n",
+        "-- polylock leave v5\n",
         r#"
 local held = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
 if held then
@@ -144,16 +167,17 @@ redis.call('ZREM', KEYS[3], ARGV[4])
 if (held or was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0 then
   local first = first_waiter(KEYS[2], KEYS[3])
   if first ~= nil then
-    local until_ms = tonumber(redis.call('ZSCORE', KEYS[3], first))
+    local field, lease = string.match(first, '^([^|]*)|[^|]*|(%d+)$')
+    if not field then
+      field = string.match(first, '^(.*)|') or first
+      lease = math.max(1, tonumber(redis.call('ZSCORE', KEYS[3], first)) - now)
+    end
     redis.call('ZREM', KEYS[2], first)
     redis.call('ZREM', KEYS[3], first)
-    redis.call('HSET', KEYS[1], string.match(first, '^(.*)|') or first, 1)
-    redis.call('PEXPIRE', KEYS[1], math.max(1, until_ms - now))
-    if redis.call('EXISTS', KEYS[4]) == 0 then
-      redis.call('SET', KEYS[4], now_us)
-    end
-    local token = redis.call('INCR', KEYS[4])
-    -- %.0f: tostring would print a large token in float notation.
+    redis.call('HSET', KEYS[1], field, 1)
+    redis.call('PEXPIRE', KEYS[1], lease)
+    local token = math.max(tonumber(redis.call('GET', KEYS[4]) or '0') + 1, now_us)
+    redis.call('SET', KEYS[4], string.format('%.0f', token), 'PX', lease)
     redis.call('PUBLISH', ARGV[3] .. ':' .. first, string.format('%.0f', token))
   end
 end
@@ -231,9 +255,9 @@ pub(crate) struct RedisClaim {
     /// A wake-up arrived while an acquire was in flight: retry at once if it says busy.
     woken: bool,
     /// When the latest acquire that the server answered "queued" was sent.
-    /// The server set our queue deadline no earlier than that plus the
-    /// waiter TTL, and a direct handoff grants until that deadline: the
-    /// lower bound a handed-over lease is counted from.
+    /// A direct handoff can only come after the server ran that acquire,
+    /// and grants our lease from the handoff: the lower bound a handed-over
+    /// lease is counted from.
     queued_since: Option<Instant>,
     /// When giving up: the moment after which nothing of ours can remain on
     /// the server (lease and queue entry both expired), so retries stop.
@@ -245,9 +269,11 @@ pub(crate) struct RedisClaim {
 }
 
 impl RedisClaim {
-    pub(crate) fn new(field: String, claim_id: u64, wait: bool) -> Self {
+    /// `lease`: what the claim is granted for, also by a direct handoff
+    /// (carried in its queue member).
+    pub(crate) fn new(field: String, claim_id: u64, wait: bool, lease: std::time::Duration) -> Self {
         RedisClaim {
-            member: format!("{field}|{claim_id:016x}"),
+            member: format!("{field}|{claim_id:016x}|{}", lease.as_millis()),
             field,
             wait,
             phase: Phase::Acquiring { req: None, sent_at: Instant::default() },
@@ -338,23 +364,21 @@ impl RedisClaim {
     }
 
     /// Takes a lock handed over by the previous holder. The server granted
-    /// it until our queue deadline, which it set no earlier than
-    /// `queued_since` plus the waiter TTL; our own deadline is that less the
-    /// drift margin. A renewal goes out at once to extend it to a full lease.
+    /// it for the lease our queue member carries, counted from the handoff,
+    /// which came after the server ran our latest acquire answered "queued",
+    /// so after `queued_since`: the lease is confirmed as from then, with
+    /// the usual drift margin and renewal schedule. No round trip.
     fn handed_over(&mut self, cx: &mut Cx<'_>, token: FencingToken, queued_since: Instant) -> Progress {
-        let ttl = cx.cfg.waiter_ttl;
-        let drift = ttl / 100 + std::time::Duration::from_millis(12);
-        let until = queued_since.saturating_add(ttl).saturating_sub(drift);
-        if until <= cx.now {
+        let cfg = cx.cfg;
+        if queued_since.saturating_add(cfg.lease).saturating_sub(cfg.drift()) <= cx.now {
             // Too old to count on: confirm with a round trip instead.
             self.send_acquire(cx);
             return Progress::Pending;
         }
         self.send_unsubscribe(cx);
         self.timers.clear_all();
-        self.timers.set(Timer::Loss, until);
-        self.backoff.reset();
-        self.send_renew(cx, token);
+        self.phase = Phase::Held { token, renew: None };
+        self.confirm_lease(cx, queued_since);
         Progress::Granted(token)
     }
 

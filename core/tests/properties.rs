@@ -41,6 +41,8 @@ fn all_faults(backend: Backend, seed: u64) -> Scenario {
         disconnects: true,
         partitions: true,
         refuse_per_mille: 30,
+        rollbacks: true,
+        evictions: true,
     };
     sc.deadline_per_mille = 150;
     sc.no_wait_per_mille = 100;
@@ -49,21 +51,30 @@ fn all_faults(backend: Backend, seed: u64) -> Scenario {
 }
 
 /// Delays, drops, duplicates, short disconnections, crashes, cancels and
-/// timeouts, but no pauses and no server-side expiry.
+/// timeouts, but no pauses and no server-side loss of state (no expiry of
+/// the lock key, no rollback to an older snapshot, no eviction): each of
+/// those takes a lock from its holder without telling it, which only
+/// fencing can cover.
 fn no_pause_faults(backend: Backend, seed: u64) -> Scenario {
     let mut sc = all_faults(backend, seed);
     sc.faults.pauses = false;
     sc.faults.expiries = false;
+    sc.faults.rollbacks = false;
+    sc.faults.evictions = false;
     sc
 }
 
-// 1. A resource that checks fencing tokens never accepts a write from a stale holder.
+// 1. A resource that checks fencing tokens never accepts a write from a stale
+//    holder, and the server's tokens only grow, under every fault: pauses,
+//    crashes, the lock key's expiry, and (Redis) a rollback of the whole key
+//    space to an older snapshot and the eviction of any key.
 fn fencing(backend: Backend, seed: u64) -> Result<(), String> {
     let out = World::new(all_faults(backend, seed), seed).run();
     check_fencing(&out)
 }
 
-// 2. With no pauses and no expiries, at most one holder at any instant.
+// 2. With no pauses and no server-side loss of state (no expiry, rollback or
+//    eviction: see `no_pause_faults`), at most one holder at any instant.
 fn mutual_exclusion(backend: Backend, seed: u64) -> Result<(), String> {
     let out = World::new(no_pause_faults(backend, seed), seed).run();
     check_no_overlap(&out)?;
@@ -71,7 +82,8 @@ fn mutual_exclusion(backend: Backend, seed: u64) -> Result<(), String> {
 }
 
 // 3. Once holders release, every waiter is granted within bounded virtual
-//    time, and nothing is left behind on the server.
+//    time, and nothing at all is left behind on the server (the fence
+//    counter expires too), under every fault of property 1.
 fn liveness(backend: Backend, seed: u64) -> Result<(), String> {
     let mut sc = all_faults(backend, seed);
     sc.time_cap_ms = 120_000;

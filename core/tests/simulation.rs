@@ -63,6 +63,8 @@ fn replay() {
         disconnects: true,
         partitions: std::env::var("PAUSES").is_ok(),
         refuse_per_mille: 30,
+        rollbacks: std::env::var("ROLLBACKS").is_ok(),
+        evictions: std::env::var("ROLLBACKS").is_ok(),
     };
     sc.deadline_per_mille = 150;
     sc.no_wait_per_mille = 100;

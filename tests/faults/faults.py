@@ -18,6 +18,9 @@ awaited, each repeated --trials times, on loopback servers only:
                (REPLICAOF: it answers READONLY and drops its data once synced;
                then REPLICAOF NO ONE) while held and awaited: the holder holds
                past its lease inside the spell, so it is told it lost the lock
+  restore-rdb  redis-server SIGKILLed and restarted from an RDB snapshot taken
+               while the lock was held, after more grants: the lock and its
+               fence counter go back; tokens must still grow
   leader-kill  the leader of the 3-node ZooKeeper ensemble killed (then restarted)
 
 Every loop is bounded in count and time. The checks: no accepted write from
@@ -209,6 +212,11 @@ class Pool:
         return stale, overlaps, refused, problems
 
 
+def services(*args):
+    """Runs a scripts/services subcommand; a failure is an error of the suite."""
+    subprocess.run(["bash", SERVICES, *args], capture_output=True, timeout=60, check=True)
+
+
 def cut_connections(pid, port):
     """Closes every TCP connection of `pid` to 127.0.0.1:`port` (ss -K)."""
     out = subprocess.run(["ss", "-tnpH", "dst", f"127.0.0.1:{port}"], capture_output=True, text=True, check=False).stdout
@@ -319,6 +327,19 @@ def run_fault(fault, pool, trials, result, bound_s, lock_port):
                 result.failures.append(f"{w.id}: no record from the holder across the replica spell")
             elif not rec["lost"]:
                 result.failures.append(f"{w.id}: a holder whose lock was dropped was not told it lost it")
+        elif fault == "restore-rdb":
+            services("snapshot-redis", "redis2")
+            # More grants after the snapshot: what the restore takes back.
+            for _ in range(2):
+                if pool.wait_grant(bound_s, after_ns=now_ns()) is None:
+                    result.failures.append(f"trial {result.trials}: no grant after the snapshot")
+            t0 = now_ns()
+            services("restore-redis", "redis2")
+            nxt = pool.wait_grant(bound_s, after_ns=now_ns())
+            if nxt is not None:
+                before = max(g["token"] for g in pool.grants if g is not nxt[1])
+                if nxt[1]["token"] <= before:
+                    result.failures.append(f"trial {result.trials}: token {nxt[1]['token']} after {before}")
         elif fault == "leader-kill":
             leader = subprocess.run(["bash", SERVICES, "zk-leader"], capture_output=True, text=True, timeout=60, check=False)
             port = leader.stdout.strip()
@@ -365,6 +386,7 @@ def main():
         ("cut-acquire", "redis", env["POLYLOCK_TEST_REDIS2"], 20),
         ("restart", "redis", env["POLYLOCK_TEST_REDIS2"], 10),
         ("replica", "redis", env["POLYLOCK_TEST_REDIS2"], 10),
+        ("restore-rdb", "redis", env["POLYLOCK_TEST_REDIS2"], 10),
         ("sigkill", "zookeeper", env["POLYLOCK_TEST_ZK"], SESSION_MS / 1000 + 3),
         ("sigstop", "zookeeper", env["POLYLOCK_TEST_ZK"], SESSION_MS / 1000 + 3),
         ("cut-hold", "zookeeper", env["POLYLOCK_TEST_ZK"], 10),

@@ -75,6 +75,12 @@ pub struct Faults {
     /// Requests the server answers with a transient error (Redis `BUSY`,
     /// `LOADING`, `READONLY`, `OOM`; ZooKeeper throttling) without running them.
     pub refuse_per_mille: u64,
+    /// Redis: the whole key space replaced by a copy taken earlier in the
+    /// run (a restart from an older RDB/AOF, a failover to a replica that
+    /// missed writes). The server's clock does not go back with it.
+    pub rollbacks: bool,
+    /// Redis: any key deleted (eviction under maxmemory, a stray DEL).
+    pub evictions: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -173,6 +179,9 @@ enum Ev {
     Crash { c: usize },
     ExpireSession { c: usize },
     DeleteLockKey,
+    Snapshot,
+    Restore,
+    EvictKey,
     Disconnect { c: usize, ms: u64 },
     Reconnect { c: usize },
     Partition { c: usize },
@@ -214,6 +223,8 @@ pub struct World {
     pub rng: Rng,
     clients: Vec<Client>,
     pub redis: RedisModel,
+    /// The copy a `Restore` fault puts back.
+    snapshot: Option<redis_model::Snapshot>,
     pub zk: ZkModel,
     /// Server-side session id per client (ZooKeeper).
     server_session: Vec<u64>,
@@ -267,6 +278,7 @@ impl World {
             rng,
             clients,
             redis: RedisModel::default(),
+            snapshot: None,
             zk: ZkModel::new(),
             server_session: (1..=n as u64).collect(),
             next_session: n as u64 + 1,
@@ -336,6 +348,18 @@ impl World {
                 self.at(t, Ev::DeleteLockKey);
             }
         }
+        if f.rollbacks && self.sc.backend == Backend::Redis && self.rng.chance(500) {
+            let taken = self.rng.range(0, horizon);
+            let restored = self.rng.range(taken, horizon + self.sc.lease_ms);
+            self.at(taken, Ev::Snapshot);
+            self.at(restored, Ev::Restore);
+        }
+        if f.evictions && self.sc.backend == Backend::Redis {
+            for _ in 0..self.rng.range(0, 3) {
+                let t = self.rng.range(0, horizon);
+                self.at(t, Ev::EvictKey);
+            }
+        }
         if self.sc.backend == Backend::ZooKeeper {
             self.at(50, Ev::Reap);
         }
@@ -386,9 +410,9 @@ impl World {
         self.out.end_ms = self.now;
         match self.sc.backend {
             Backend::Redis => {
-                // Far in the future, everything with a TTL is gone; what must
-                // not be left is anything without one but the fence counter.
-                self.out.leftovers = self.redis.key_count(now).saturating_sub(1);
+                // Far in the future, everything with a TTL is gone; nothing
+                // may be left without one, not even the fence counter.
+                self.out.leftovers = self.redis.key_count(now);
                 for (t, field, token) in self.redis.grants.clone() {
                     let c = self.fields.iter().position(|f| *f == field).unwrap();
                     self.out.server_grants.push((t, c, token));
@@ -502,6 +526,16 @@ impl World {
             }
             Ev::ExpireSession { c } => self.expire_session(c),
             Ev::DeleteLockKey => self.redis.del(LOCK),
+            Ev::Snapshot => self.snapshot = Some(self.redis.snapshot()),
+            Ev::Restore => {
+                if let Some(copy) = self.snapshot.take() {
+                    self.redis.restore(copy);
+                }
+            }
+            Ev::EvictKey => {
+                let pick = self.rng.next();
+                self.redis.evict(self.now, pick);
+            }
             Ev::Disconnect { c, ms } => {
                 self.clients[c].disconnected = true;
                 self.push_input(c, Input::Conn(ConnectionEvent::Disconnected), 0);

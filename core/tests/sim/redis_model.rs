@@ -1,5 +1,6 @@
 //! A sans-IO model of the Redis server, for the simulation only: keys with
-//! TTLs, the effects of polylock's three scripts, and pub/sub. Each script
+//! TTLs, the effects of polylock's three scripts, pub/sub, and the faults
+//! that lose or roll back data (eviction, restore from a snapshot). Each script
 //! is re-stated here in Rust, line for line with the Lua in `src/redis.rs`;
 //! the runtime's integration tests run the real Lua against a real server.
 
@@ -25,7 +26,13 @@ pub struct RedisModel {
     /// Publishes to polylock waiter channels (wake-ups sent).
     pub wakeups_sent: u64,
     pub releases: u64,
+    /// The last value the server's clock gave, in microseconds.
+    last_us: i64,
 }
+
+/// The key space at one moment.
+#[derive(Debug, Clone)]
+pub struct Snapshot(HashMap<String, (Value, Option<u64>)>);
 
 pub struct Effects {
     pub reply: Reply,
@@ -154,28 +161,20 @@ impl RedisModel {
         let (lock, fence, q, d) = (&k[0], &k[1], &k[2], &k[3]);
         let (field, lease, wait, wttl, prefix, member) =
             (&a[0], a[1].parse::<u64>().unwrap(), a[2] == "1", a[3].parse::<u64>().unwrap(), &a[4], &a[5]);
+        let now_us = self.time_us(now);
         if self.hexists(now, lock, field) {
-            self.pexpire(now, lock, lease);
-            let token = match self.live(now, fence) {
-                Some(Value::Counter(c)) => *c,
-                _ => 0,
-            };
-            return RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)]);
+            // A retried grant: granted again, with a new token.
+            return self.grant(now, now_us, lock, fence, field, lease);
         }
         let mut pruned = false;
         let first = self.first_waiter(now, q, d, &mut pruned);
         if !self.exists(now, lock) {
             if first.is_none() || first.as_deref() == Some(member.as_str()) {
-                let mut h = BTreeMap::new();
-                h.insert(field.clone(), 1);
-                self.keys.insert(lock.clone(), (Value::Hash(h), Some(now + lease)));
                 if first.is_some() {
                     self.zrem(now, q, member);
                     self.zrem(now, d, member);
                 }
-                let token = self.incr_fence(now, fence);
-                self.grants.push((now, field.clone(), token as u64));
-                return RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)]);
+                return self.grant(now, now_us, lock, fence, field, lease);
             }
             if pruned {
                 publish.push((format!("{prefix}:{}", first.unwrap()), "0".into()));
@@ -187,15 +186,30 @@ impl RedisModel {
             let arrival = now as f64 * 1000.0 + (self.acquire_calls % 1000) as f64;
             self.zadd(now, q, member, arrival, true);
             self.zadd(now, d, member, (now + wttl) as f64, false);
-            self.pexpire(now, q, wttl);
-            self.pexpire(now, d, wttl);
+            // The queue lives as long as its longest-lived member.
+            for key in [q, d] {
+                if self.pttl(now, key) < wttl as i64 {
+                    self.pexpire(now, key, wttl);
+                }
+            }
         }
         RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(self.pttl(now, lock))])
+    }
+
+    /// ACQUIRE's `grant`: the field holds the lock for `lease`, with the next token.
+    fn grant(&mut self, now: u64, now_us: i64, lock: &str, fence: &str, field: &str, lease: u64) -> RedisValue {
+        let token = self.next_token(now, now_us, fence, lease);
+        let mut h = BTreeMap::new();
+        h.insert(field.to_owned(), 1);
+        self.keys.insert(lock.to_owned(), (Value::Hash(h), Some(now + lease)));
+        self.grants.push((now, field.to_owned(), token as u64));
+        RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)])
     }
 
     fn leave(&mut self, now: u64, k: &[String], a: &[String], publish: &mut Vec<(String, String)>) -> RedisValue {
         let (lock, q, d, fence) = (&k[0], &k[1], &k[2], &k[3]);
         let (field, channel, prefix, member) = (&a[0], &a[1], &a[2], &a[3]);
+        let now_us = self.time_us(now);
         let mut pruned = false;
         let held = self.hexists(now, lock, field);
         let was_first = !held && self.first_waiter(now, q, d, &mut pruned).as_deref() == Some(member.as_str());
@@ -208,15 +222,25 @@ impl RedisModel {
         }
         if (held || was_first || pruned) && !self.exists(now, lock) {
             if let Some(first) = self.first_waiter(now, q, d, &mut pruned) {
-                // Direct handoff: granted until the waiter's queue deadline.
-                let until = self.zset(now, d).and_then(|z| z.get(&first).copied()).unwrap() as u64;
+                // Direct handoff: granted for the lease the member carries
+                // (`<field>|<claim id>|<lease ms>`), else until its queue deadline.
+                let parts: Vec<&str> = first.split('|').collect();
+                let (first_field, lease) = match parts.as_slice() {
+                    [f, _, l] if l.parse::<u64>().is_ok() => (f.to_string(), l.parse::<u64>().unwrap()),
+                    _ => {
+                        let until = self.zset(now, d).and_then(|z| z.get(&first).copied()).unwrap() as u64;
+                        (
+                            first.rsplit_once('|').map_or(first.as_str(), |(f, _)| f).to_owned(),
+                            until.saturating_sub(now).max(1),
+                        )
+                    }
+                };
                 self.zrem(now, q, &first);
                 self.zrem(now, d, &first);
                 let mut h = BTreeMap::new();
-                let first_field = first.split('|').next().unwrap().to_owned();
                 h.insert(first_field.clone(), 1);
-                self.keys.insert(lock.clone(), (Value::Hash(h), Some(now + until.saturating_sub(now).max(1))));
-                let token = self.incr_fence(now, fence);
+                self.keys.insert(lock.clone(), (Value::Hash(h), Some(now + lease)));
+                let token = self.next_token(now, now_us, fence, lease);
                 self.grants.push((now, first_field, token as u64));
                 publish.push((format!("{prefix}:{first}"), token.to_string()));
                 self.wakeups_sent += 1;
@@ -225,23 +249,51 @@ impl RedisModel {
         RedisValue::Int(held as i64)
     }
 
-    fn incr_fence(&mut self, now: u64, fence: &str) -> i64 {
-        match self.live(now, fence) {
-            Some(Value::Counter(c)) => {
-                *c += 1;
-                *c
-            }
-            _ => {
-                let start = now as i64 * 1000 + 1;
-                self.keys.insert(fence.to_owned(), (Value::Counter(start), None));
-                start
-            }
-        }
+    /// The server's `TIME` in microseconds. The model's clock counts
+    /// milliseconds; a script takes more than a microsecond, so two
+    /// scripts never read the same value. It never goes back, not even
+    /// when the data does (a restore).
+    fn time_us(&mut self, now: u64) -> i64 {
+        self.last_us = (now as i64 * 1000).max(self.last_us + 1);
+        self.last_us
+    }
+
+    /// `max(counter + 1, now_us)`, stored back with the grant's lease as TTL.
+    fn next_token(&mut self, now: u64, now_us: i64, fence: &str, lease: u64) -> i64 {
+        let counter = match self.live(now, fence) {
+            Some(Value::Counter(c)) => *c,
+            _ => 0,
+        };
+        let token = (counter + 1).max(now_us);
+        self.keys.insert(fence.to_owned(), (Value::Counter(token), Some(now + lease)));
+        token
     }
 
     /// Deletes a key outright (a fault: someone ran DEL, or a restart lost data).
     pub fn del(&mut self, key: &str) {
         self.keys.remove(key);
+    }
+
+    /// A copy of the whole key space (what BGSAVE writes).
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot(self.keys.clone())
+    }
+
+    /// Replaces the key space by an earlier copy (a restart from that
+    /// snapshot). Expiry times are absolute, as in an RDB file.
+    pub fn restore(&mut self, copy: Snapshot) {
+        self.keys = copy.0;
+    }
+
+    /// Deletes one live key, chosen by `pick` (an eviction).
+    pub fn evict(&mut self, now: u64, pick: u64) {
+        let mut live: Vec<String> = self.keys.keys().cloned().collect();
+        live.retain(|k| self.keys.get(k).is_some_and(|(_, exp)| exp.is_none_or(|e| e > now)));
+        live.sort();
+        if !live.is_empty() {
+            let k = live[(pick % live.len() as u64) as usize].clone();
+            self.keys.remove(&k);
+        }
     }
 
     /// Forgets everything (a restart without persistence).

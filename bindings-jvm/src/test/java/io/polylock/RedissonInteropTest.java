@@ -105,4 +105,74 @@ class RedissonInteropTest {
         lock.unlock();
         assertTrue(waiter.get(25, TimeUnit.SECONDS), "handoff polylock -> Redisson");
     }
+
+    /**
+     * A name with a hash tag: Redisson names its channel
+     * redisson_lock__channel:orders{42} (no added braces). A Redisson waiter
+     * there hears polylock's release at once, not when the 30 s lease it
+     * was told about would have run out.
+     */
+    @Test
+    void redissonWaiterOnABracedNameIsWokenByAPolylockRelease() throws Exception {
+        String name = Servers.unique(Servers.redisUrl(), "orders") + "{42}";
+        DistributedLock lock = client.newLock(name, Duration.ofSeconds(30));
+        lock.lock();
+        RLock rlock = redisson.getLock(name);
+        CompletableFuture<Boolean> waiter = CompletableFuture.supplyAsync(() -> {
+            try {
+                boolean got = rlock.tryLock(45, 10, TimeUnit.SECONDS);
+                if (got) {
+                    rlock.unlock();
+                }
+                return got;
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        Thread.sleep(500);
+        assertFalse(waiter.isDone(), "the Redisson waiter did not wait");
+        long released = System.nanoTime();
+        lock.unlock();
+        assertTrue(waiter.get(50, TimeUnit.SECONDS), "handoff polylock -> Redisson");
+        long ms = Duration.ofNanos(System.nanoTime() - released).toMillis();
+        assertTrue(ms < 3_000, "the Redisson waiter slept " + ms + " ms after the release: it never heard it");
+    }
+
+    /**
+     * The reverse on the same braced name: Redisson holds, a polylock waiter
+     * queues, and Redisson's release lets it in within the Redisson lease
+     * (polylock waiters listen on their own channel, so a Redisson release,
+     * which publishes only on Redisson's, is found by their retry at the
+     * holder's expiry), never later and never while Redisson holds.
+     */
+    @Test
+    void polylockWaiterOnABracedNameGetsARedissonLockWithinItsLease() throws Exception {
+        String name = Servers.unique(Servers.redisUrl(), "orders") + "{42}";
+        RLock rlock = redisson.getLock(name);
+        onRedissonThread(() -> {
+            rlock.lock(3, TimeUnit.SECONDS);
+            return null;
+        });
+        long locked = System.nanoTime();
+        DistributedLock lock = client.newLock(name);
+        assertFalse(lock.tryLock(300, TimeUnit.MILLISECONDS), "polylock entered while Redisson holds");
+        CompletableFuture<Boolean> waiter = CompletableFuture.supplyAsync(() -> {
+            try {
+                boolean got = lock.tryLock(20, TimeUnit.SECONDS);
+                if (got) {
+                    lock.unlock();
+                }
+                return got;
+            } catch (InterruptedException e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        onRedissonThread(() -> {
+            rlock.unlock();
+            return null;
+        });
+        assertTrue(waiter.get(25, TimeUnit.SECONDS), "handoff Redisson -> polylock");
+        long ms = Duration.ofNanos(System.nanoTime() - locked).toMillis();
+        assertTrue(ms < 3_000 + 1_000, "granted " + ms + " ms after Redisson locked with a 3 s lease");
+    }
 }

@@ -1,0 +1,222 @@
+//! Redis only: the fence counter's rule, the lifetime of every key of a
+//! lock, the waiter queue's expiry, and the cluster slot of every key,
+//! each against the real server (issue 11, items 1, 2, 7 and 10).
+
+mod support;
+
+use std::time::Duration;
+
+use polylock::{Client, LockOptions};
+use polylock_core::LockName;
+use support::*;
+
+async fn grant_and_release(c: &Client, name: &str) -> u64 {
+    let g = c.lock(name).unwrap().acquire().await.unwrap();
+    let token = g.fencing_token();
+    g.release().await.unwrap();
+    token
+}
+
+/// What a Redis restarted from an older snapshot (or a replica that missed
+/// the last writes) leaves: the counter at a value it had before later grants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_grow_after_the_fence_counter_goes_back_to_an_older_value() {
+    let url = redis_url();
+    let name = unique("fence-rollback");
+    let fence = LockName::new(&name).unwrap().redis_fence_key();
+    let c = client(&url).await;
+    let mut raw = raw_redis(&url).await;
+    let first = grant_and_release(&c, &name).await;
+    let snapshot: String = redis::cmd("GET").arg(&fence).query_async(&mut raw).await.unwrap();
+    let second = grant_and_release(&c, &name).await;
+    let third = grant_and_release(&c, &name).await;
+    let _: () = redis::cmd("SET").arg(&fence).arg(&snapshot).query_async(&mut raw).await.unwrap();
+    let fourth = grant_and_release(&c, &name).await;
+    assert!(first < second && second < third, "tokens before the rollback: {first}, {second}, {third}");
+    assert!(fourth > third, "token {fourth} after {third}: the counter went back to {snapshot}");
+}
+
+/// A retried acquire (its first reply lost) finds the lock already granted
+/// to its field: the answer must be a token above every earlier one even if
+/// the counter was evicted or deleted meanwhile, never 0 and never a repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_grant_after_the_counter_is_deleted_gets_a_new_larger_token() {
+    let url = redis_url();
+    let name = unique("fence-deleted");
+    let n = LockName::new(&name).unwrap();
+    let c = client(&url).await;
+    let mut raw = raw_redis(&url).await;
+    let g = c.lock(&name).unwrap().acquire().await.unwrap();
+    let granted = g.fencing_token();
+    let field: Vec<String> = redis::cmd("HKEYS").arg(&name).query_async(&mut raw).await.unwrap();
+    let _: () = redis::cmd("DEL").arg(n.redis_fence_key()).query_async(&mut raw).await.unwrap();
+    // The same request again, as the runtime resends it when a reply is lost.
+    let (flag, token): (i64, u64) = redis::Script::new(polylock_core::redis::ACQUIRE.source)
+        .key(n.redis_key())
+        .key(n.redis_fence_key())
+        .key(n.redis_queue_key())
+        .key(n.redis_queue_deadline_key())
+        .arg(&field[0])
+        .arg(30_000)
+        .arg("1")
+        .arg(30_000)
+        .arg(n.redis_channel())
+        .arg(format!("{}|00000000000000aa", field[0]))
+        .invoke_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(flag, 1, "the field still holds the lock");
+    assert!(token > granted, "the retried grant answered token {token} after {granted}");
+    g.release().await.unwrap();
+}
+
+/// redisson#6510: a service locking per order id must not leave a key per
+/// id behind. Every key of a lock is gone once its lease has passed, and a
+/// name locked again still gets larger tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_key_of_100k_released_names_remains_after_their_lease() {
+    const NAMES: usize = 100_000;
+    const TASKS: usize = 256;
+    let url = redis_url();
+    let prefix = unique("many");
+    let lease = LockOptions { lease: Some(Duration::from_millis(100)) };
+    let c = client(&url).await;
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let (c, prefix, lease) = (c.clone(), prefix.clone(), lease.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut tokens = Vec::new();
+            for i in (t..NAMES).step_by(TASKS) {
+                let name = format!("{prefix}/{i}");
+                let g = c.lock_with(&name, lease.clone()).unwrap().acquire().await.unwrap();
+                if i < 10 {
+                    tokens.push((name, g.fencing_token()));
+                }
+                g.release().await.unwrap();
+            }
+            tokens
+        }));
+    }
+    let mut reused = Vec::new();
+    for t in tasks {
+        reused.extend(t.await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut raw = raw_redis(&url).await;
+    let mut left: Vec<String> = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("*{prefix}/*"))
+            .arg("COUNT")
+            .arg(10_000)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        left.extend(keys);
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    assert!(left.is_empty(), "{} keys left, e.g. {:?}", left.len(), &left[..left.len().min(3)]);
+    for (name, before) in reused {
+        let g = c.lock_with(&name, lease.clone()).unwrap().acquire().await.unwrap();
+        assert!(g.fencing_token() > before, "{name}: token {} after {before}", g.fencing_token());
+        g.release().await.unwrap();
+    }
+}
+
+/// A waiter with a short TTL that gives up must not take a long-TTL
+/// waiter's place with it: the queue keys live as long as their
+/// longest-lived member.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_ttl_waiter_leaves_a_long_ttl_waiters_place_alone() {
+    let url = redis_url();
+    let name = unique("queue-ttl");
+    let queue = LockName::new(&name).unwrap().redis_queue_key();
+    let (holder, long, short) = (client(&url).await, client(&url).await, client(&url).await);
+    let mut raw = raw_redis(&url).await;
+    let g = holder.lock(&name).unwrap().acquire().await.unwrap();
+    let long_lock = long.lock_with(&name, LockOptions { lease: Some(Duration::from_secs(30)) }).unwrap();
+    let long_wait = tokio::spawn(async move { long_lock.acquire().await.map(|g| g.into_token()) });
+    let queued = eventually(Duration::from_secs(5), || {
+        let mut raw = raw.clone();
+        let queue = queue.clone();
+        async move { redis::cmd("ZCARD").arg(&queue).query_async::<i64>(&mut raw).await.unwrap() == 1 }
+    })
+    .await;
+    assert!(queued, "the 30 s waiter never queued");
+    let first: Vec<String> = redis::cmd("ZRANGE").arg(&queue).arg(0).arg(0).query_async(&mut raw).await.unwrap();
+    let short_lock = short.lock_with(&name, LockOptions { lease: Some(Duration::from_secs(1)) }).unwrap();
+    let gave_up = short_lock.try_acquire(Duration::from_millis(300)).await.unwrap();
+    assert!(gave_up.is_none(), "the lock is held: the 1 s waiter cannot get it");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let now_first: Vec<String> = redis::cmd("ZRANGE").arg(&queue).arg(0).arg(0).query_async(&mut raw).await.unwrap();
+    assert_eq!(now_first, first, "2 s after a 1 s waiter queued, the 30 s waiter lost its place");
+    let released = g.fencing_token();
+    g.release().await.unwrap();
+    let handed = tokio::time::timeout(Duration::from_secs(2), long_wait).await;
+    let token = handed.expect("the 30 s waiter was not handed the lock on release").unwrap().unwrap();
+    assert!(token > released);
+}
+
+/// The CRC16 and hash-tag rule of core's slot function against a real
+/// server's `CLUSTER KEYSLOT`, for every key of names of every brace shape.
+/// The server runs in cluster mode on its own (KEYSLOT needs no cluster
+/// formed), on a Unix socket of its own: no port to collide with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_key_of_a_lock_is_in_the_lock_keys_slot_on_a_real_cluster_node() {
+    let dir = std::env::temp_dir().join(format!("polylock-keyslot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("redis.sock");
+    let server = std::process::Command::new("redis-server")
+        .args(["--port", "0", "--save", "", "--appendonly", "no", "--unixsocket"])
+        .arg(&socket)
+        .args(["--cluster-enabled", "yes", "--cluster-config-file"])
+        .arg(dir.join("nodes.conf"))
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server");
+    let _server = StopOnDrop(server, dir);
+    let url = format!("redis+unix://{}", socket.display());
+    let mut raw = None;
+    for _ in 0..100 {
+        let connect = redis::Client::open(url.as_str()).unwrap();
+        if let Ok(Ok(c)) =
+            tokio::time::timeout(Duration::from_millis(500), connect.get_multiplexed_async_connection()).await
+        {
+            raw = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut raw = raw.expect("the cluster-mode redis-server did not start");
+    let mut checked = 0;
+    for name in polylock_core::keyslot::brace_shaped_names() {
+        let n = LockName::new(&name).unwrap();
+        for key in [n.redis_key().to_owned(), n.redis_fence_key(), n.redis_queue_key(), n.redis_queue_deadline_key()] {
+            let server: u16 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(&key).query_async(&mut raw).await.unwrap();
+            assert_eq!(polylock_core::keyslot::key_slot(&key), server, "core's slot of {key:?}");
+            assert_eq!(server, polylock_core::keyslot::key_slot(&name), "{key:?} is not in the slot of {name:?}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 100);
+}
+
+/// A server this test started, stopped (and its directory removed) however the test ends.
+struct StopOnDrop(std::process::Child, std::path::PathBuf);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(&self.1);
+    }
+}
