@@ -65,6 +65,7 @@ fn replay() {
         refuse_per_mille: 30,
         rollbacks: std::env::var("ROLLBACKS").is_ok(),
         evictions: std::env::var("ROLLBACKS").is_ok(),
+        uncounted_suspends: false,
     };
     sc.deadline_per_mille = 150;
     sc.no_wait_per_mille = 100;

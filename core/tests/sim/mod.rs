@@ -81,6 +81,12 @@ pub struct Faults {
     pub rollbacks: bool,
     /// Redis: any key deleted (eviction under maxmemory, a stray DEL).
     pub evictions: bool,
+    /// A pause is a host suspend that the client's clock does not count
+    /// (CLOCK_MONOTONIC on Linux): after it, the client reads time as it was
+    /// when the suspend began. The runtime's clock counts suspend
+    /// (CLOCK_BOOTTIME), which is what a plain pause models; this switch
+    /// shows what goes wrong without it.
+    pub uncounted_suspends: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -151,6 +157,8 @@ pub struct Outcome {
     /// cleanup had time to run: lock key, queue keys / ephemeral nodes.
     pub leftovers: usize,
     pub livelock: bool,
+    /// Every pause (or suspend): (client, start, end).
+    pub pauses: Vec<(usize, u64, u64)>,
 }
 
 #[derive(Debug)]
@@ -203,6 +211,8 @@ struct Client {
     app: App,
     cycles_left: usize,
     paused_until: u64,
+    /// How far the client's clock is behind real time: the suspends it did not count.
+    clock_lag: u64,
     crashed: bool,
     disconnected: bool,
     /// Cut off by a partition: nothing it sends reaches the server.
@@ -211,6 +221,10 @@ struct Client {
     armed: Option<u64>,
     fifo_cmd: u64,
     fifo_in: u64,
+    /// When the latest connection-state input to this client is due: the
+    /// runtime reports session states from one watcher, in order, so a
+    /// `Disconnected` never overtakes a `Connected` reported before it.
+    conn_fifo: u64,
     fifo_pub: u64,
     nonce_seq: u128,
 }
@@ -258,6 +272,7 @@ impl World {
                 app: App::Idle,
                 cycles_left: sc.cycles,
                 paused_until: 0,
+                clock_lag: 0,
                 crashed: false,
                 disconnected: false,
                 partitioned: false,
@@ -265,6 +280,7 @@ impl World {
                 armed: None,
                 fifo_cmd: 0,
                 fifo_in: 0,
+                conn_fifo: 0,
                 fifo_pub: 0,
                 nonce_seq: 0,
             });
@@ -466,7 +482,7 @@ impl World {
             Ev::Server { c, session, cmd, drop_reply } => self.serve(c, session, cmd, drop_reply),
             Ev::Timer { c } => {
                 self.clients[c].armed = None;
-                let now = Instant::from_millis(self.now);
+                let now = self.local_now(c);
                 self.clients[c].m.handle_timeout(now);
                 self.drain(c);
             }
@@ -487,7 +503,7 @@ impl World {
             Ev::AppRelease { c, belief } => {
                 if self.clients[c].app == App::Holding(belief) {
                     self.out.beliefs[belief].end = Some(self.now);
-                    let now = Instant::from_millis(self.now);
+                    let now = self.local_now(c);
                     let r = self.clients[c].m.release(now, OwnerId(1));
                     // A holder whose deadline passed while it was paused learns
                     // of the loss on release; anything else is a bug.
@@ -501,7 +517,7 @@ impl World {
             }
             Ev::AppCancel { c, ticket } => {
                 if self.clients[c].app == App::Waiting(ticket) {
-                    let now = Instant::from_millis(self.now);
+                    let now = self.local_now(c);
                     if self.clients[c].m.cancel(now, ticket) {
                         self.cycle_done(c);
                     }
@@ -510,6 +526,10 @@ impl World {
             }
             Ev::Pause { c, ms } => {
                 self.clients[c].paused_until = self.now + ms;
+                self.out.pauses.push((c, self.now, self.now + ms));
+                if self.sc.faults.uncounted_suspends {
+                    self.clients[c].clock_lag += ms;
+                }
                 if self.sc.backend == Backend::ZooKeeper && ms > self.sc.session_ms {
                     // No heartbeats: the server expires the session.
                     self.at(self.now + self.sc.session_ms, Ev::ExpireSession { c });
@@ -609,7 +629,9 @@ impl World {
         // The client's detection delay; delivered outside the reply FIFO, so
         // replies already on their way may be processed after it.
         let detect = if self.rng.chance(500) { 0 } else { self.rng.range(1, s * 9 / 20) };
-        self.at(self.now + detect, Ev::Deliver { c, input: Input::Conn(ConnectionEvent::Disconnected) });
+        let at = (self.now + detect).max(self.clients[c].conn_fifo);
+        self.clients[c].conn_fifo = at;
+        self.at(at, Ev::Deliver { c, input: Input::Conn(ConnectionEvent::Disconnected) });
         let session = self.server_session[c];
         self.at(self.now + s, Ev::PartitionExpiry { c, session });
         let heal = self.now + s + self.rng.range(1, 300);
@@ -630,6 +652,9 @@ impl World {
         let d = self.delay() + extra;
         let t = (self.now + d).max(self.clients[c].fifo_in);
         self.clients[c].fifo_in = t;
+        if matches!(input, Input::Conn(_)) {
+            self.clients[c].conn_fifo = self.clients[c].conn_fifo.max(t);
+        }
         self.at(t, Ev::Deliver { c, input });
     }
 
@@ -645,11 +670,11 @@ impl World {
         if self.rng.chance(self.sc.no_wait_per_mille) {
             opts.no_wait = true;
         } else if self.rng.chance(self.sc.deadline_per_mille) {
-            opts.deadline = Some(Instant::from_millis(self.now + self.rng.range(1, 300)));
+            opts.deadline = Some(self.local_now(c).saturating_add(Duration::from_millis(self.rng.range(1, 300))));
         }
         self.clients[c].nonce_seq += 1;
         let nonce = Nonce((self.rng.next() as u128) << 64 | self.clients[c].nonce_seq);
-        let now = Instant::from_millis(self.now);
+        let now = self.local_now(c);
         let ticket = self.clients[c].m.acquire(now, OwnerId(1), opts, nonce).expect("acquire accepted");
         self.clients[c].app = App::Waiting(ticket);
         if self.rng.chance(self.sc.cancel_per_mille) {
@@ -667,8 +692,13 @@ impl World {
         self.at(self.now + gap, Ev::AppStart { c });
     }
 
+    /// What client `c`'s clock reads now.
+    fn local_now(&self, c: usize) -> Instant {
+        Instant::from_millis(self.now.saturating_sub(self.clients[c].clock_lag))
+    }
+
     fn deliver(&mut self, c: usize, input: Input) {
-        let now = Instant::from_millis(self.now);
+        let now = self.local_now(c);
         let woke = matches!(input, Input::Notif(_));
         match input {
             Input::Reply(id, reply) => self.clients[c].m.handle_reply(now, id, reply),
@@ -712,7 +742,8 @@ impl World {
             self.send(c, cmd);
         }
         if let Some(t) = self.clients[c].m.poll_timeout() {
-            let t = t.as_millis().max(self.now);
+            // The machine's instant is on the client's clock.
+            let t = (t.as_millis() + self.clients[c].clock_lag).max(self.now);
             if self.clients[c].armed != Some(t) {
                 self.clients[c].armed = Some(t);
                 self.at(t, Ev::Timer { c });
@@ -912,6 +943,28 @@ pub fn check_fencing(out: &Outcome) -> Result<(), String> {
     for pair in out.accepted_writes.windows(2) {
         if pair[1].2 < pair[0].2 {
             return Err(format!("resource accepted token {} after {}", pair[1].2, pair[0].2));
+        }
+    }
+    Ok(())
+}
+
+/// A holder whose lock was granted to someone else while it was paused
+/// (or its host suspended) stops believing it holds the lock the moment it
+/// runs again: its first input after the pause reports the loss. Valid when
+/// the server loses no state behind the holder's back (no expiry of the
+/// lock key, no rollback, no eviction, no partition that outlasts the session).
+pub fn check_told_at_resume(out: &Outcome) -> Result<(), String> {
+    for &(c, p0, p1) in &out.pauses {
+        let Some(b) = out.beliefs.iter().find(|b| b.client == c && b.start <= p0 && b.end.is_none_or(|e| e > p1))
+        else {
+            continue;
+        };
+        let taken = out.server_grants.iter().find(|(t, other, _)| *other != c && (p0..=p1).contains(t));
+        if let Some(g) = taken {
+            return Err(format!(
+                "client {c} paused {p0}..{p1} while its lock went to {g:?}, and still believed it held it until {:?}",
+                b.end
+            ));
         }
     }
     Ok(())
