@@ -61,11 +61,7 @@ pub async fn connect(url: String, options: Option<NativeClientOptions>) -> napi:
     };
     let client = polylock::Client::connect_with(&url, opts).await.map_err(to_napi)?;
     Ok(NativeClient {
-        backend: match client.backend() {
-            polylock::Backend::Redis => "redis",
-            polylock::Backend::ZooKeeper => "zookeeper",
-        }
-        .to_owned(),
+        backend: client.backend().as_str().to_owned(),
         id: client.id(),
         inner: RwLock::new(Some(client)),
     })

@@ -83,10 +83,7 @@ impl Client {
     /// "redis" or "zookeeper".
     #[getter]
     fn backend(&self) -> PyResult<String> {
-        Ok(match self.inner.get()?.client.backend() {
-            polylock::Backend::Redis => "redis".to_owned(),
-            _ => "zookeeper".to_owned(),
-        })
+        Ok(self.inner.get()?.client.backend().as_str().to_owned())
     }
 
     /// This client's id, as in its Redis hash fields and ZooKeeper node data.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use jni::objects::{JClass, JObject, JString};
 use jni::sys::{jboolean, jint, jlong, jstring, JNI_FALSE, JNI_TRUE};
 use jni::JNIEnv;
-use polylock::{Backend, Client, ClientOptions, LockOptions, OwnerId};
+use polylock::{Client, ClientOptions, LockOptions, OwnerId};
 
 use crate::acquire::{self, PendingAcquire, PendingAsync};
 use crate::errors::{self, guarded, Outcome};
@@ -82,11 +82,7 @@ pub extern "system" fn Java_io_polylock_Native_clientBackend<'l>(
 ) -> jstring {
     guarded(&mut env, std::ptr::null_mut(), |env| {
         let h = handles::get::<ClientHandle>(client)?;
-        let name = match h.client.backend() {
-            Backend::Redis => "redis",
-            Backend::ZooKeeper => "zookeeper",
-        };
-        Ok(env.new_string(name)?.into_raw())
+        Ok(env.new_string(h.client.backend().as_str())?.into_raw())
     })
 }
 
