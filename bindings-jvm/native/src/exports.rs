@@ -35,6 +35,13 @@ pub extern "system" fn Java_io_polylock_Native_init<'l>(mut env: JNIEnv<'l>, _c:
     })
 }
 
+/// A Java thread's owner id, from the runtime's process-wide allocator (ids
+/// count up from 1: a positive `long`).
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_freshOwnerId<'l>(_env: JNIEnv<'l>, _c: JClass<'l>) -> jlong {
+    OwnerId::fresh().0 as jlong
+}
+
 #[no_mangle]
 pub extern "system" fn Java_io_polylock_Native_clientConnect<'l>(
     mut env: JNIEnv<'l>,
