@@ -1,6 +1,8 @@
 'use strict'
-// The error classes, and the translation of the native layer's tagged
-// messages ("[polylock:<Kind>] message") into them.
+// The error classes, and the translation of the native layer's errors into
+// them. A native error's message is "polylock:" and a JSON object (see
+// src/errors.rs): its kind, its message and its structured fields, so no
+// field is ever recovered from the English message.
 
 /** Base class of every polylock error. */
 class LockError extends Error {
@@ -74,7 +76,19 @@ class ClientClosedError extends LockError {
   }
 }
 
-const TAG = /^\[polylock:(\w+)\] ([\s\S]*)$/
+/** What starts the message of every native polylock error. */
+const PAYLOAD_PREFIX = 'polylock:'
+
+/** The native layer's payload of `err`, or null when it carries none. */
+function payloadOf(err) {
+  const message = err?.message
+  if (typeof message !== 'string' || !message.startsWith(PAYLOAD_PREFIX)) return null
+  try {
+    return JSON.parse(message.slice(PAYLOAD_PREFIX.length))
+  } catch {
+    return null
+  }
+}
 
 /** A DOMException named AbortError, carrying the signal's reason as `cause`. */
 function abortError(signal) {
@@ -91,39 +105,35 @@ function withCode(e, code) {
 }
 
 /**
- * Translates an error thrown by the native layer. Errors that do not carry a
- * polylock tag (a bug, or napi's own argument checks) pass through unchanged.
+ * Translates an error thrown by the native layer. Errors that carry no
+ * polylock payload (a bug, or napi's own argument checks) pass through unchanged.
  */
 function fromNative(err, lockName) {
-  const m = typeof err?.message === 'string' ? TAG.exec(err.message) : null
-  if (!m) return err
-  const [, kind, message] = m
-  const opts = { lockName }
-  switch (kind) {
-    case 'InvalidUrl':
+  const p = payloadOf(err)
+  if (!p) return err
+  const message = p.message
+  const opts = { lockName: p.lockName ?? lockName }
+  switch (p.kind) {
+    case 'invalid_url':
       return withCode(new TypeError(message), 'ERR_POLYLOCK_INVALID_URL')
-    case 'InvalidName':
+    case 'invalid_name':
       return withCode(new TypeError(message), 'ERR_POLYLOCK_INVALID_NAME')
-    case 'InvalidOption':
+    case 'invalid_option':
       return withCode(new RangeError(message), 'ERR_POLYLOCK_INVALID_OPTION')
-    case 'Connect': {
-      const address = /^cannot connect to (\S+?): /.exec(message)?.[1]
-      return new ConnectionError(message, { ...opts, address })
-    }
-    case 'Timeout':
-    case 'WouldBlock':
+    case 'connect':
+      return new ConnectionError(message, { ...opts, address: p.address ?? undefined })
+    case 'timeout':
+    case 'would_block':
       return new LockTimeoutError(message, opts)
-    case 'Unavailable': {
-      const reply = /the server is unavailable: ([\s\S]*)$/.exec(message)?.[1]
-      return new LockUnavailableError(message, { ...opts, reply })
-    }
-    case 'NotHeld':
+    case 'unavailable':
+      return new LockUnavailableError(message, { ...opts, reply: p.reply ?? undefined })
+    case 'not_held':
       return new NotHeldError(message, opts)
-    case 'Lost':
-      return new LockLostError(message, { ...opts, reason: /was lost: ([\s\S]*)$/.exec(message)?.[1] })
-    case 'Closed':
+    case 'lost':
+      return new LockLostError(message, { ...opts, reason: p.reason ?? undefined })
+    case 'closed':
       return new ClientClosedError(message, opts)
-    case 'Cancelled':
+    case 'cancelled':
       return abortError(undefined)
     default:
       return new LockError(message, opts)

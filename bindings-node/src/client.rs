@@ -7,7 +7,7 @@ use napi::bindgen_prelude::{BigInt, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 
-use crate::errors::{millis, to_napi};
+use crate::errors::{millis, to_napi, NapiErrorExt};
 use crate::lock::NativeLock;
 
 /// Connection options, all in milliseconds; absent ones take the runtime's defaults.
@@ -59,13 +59,9 @@ pub async fn connect(url: String, options: Option<NativeClientOptions>) -> napi:
         Some(o) => o.to_runtime()?,
         None => polylock::ClientOptions::default(),
     };
-    let client = polylock::Client::connect_with(&url, opts).await.map_err(to_napi)?;
+    let client = polylock::Client::connect_with(&url, opts).await.napi_err()?;
     Ok(NativeClient {
-        backend: match client.backend() {
-            polylock::Backend::Redis => "redis",
-            polylock::Backend::ZooKeeper => "zookeeper",
-        }
-        .to_owned(),
+        backend: client.backend().as_str().to_owned(),
         id: client.id(),
         inner: RwLock::new(Some(client)),
     })
@@ -102,7 +98,7 @@ impl NativeClient {
     #[napi]
     pub fn lock(&self, name: String, lease_ms: Option<f64>) -> napi::Result<NativeLock> {
         let lease = lease_ms.map(|ms| millis("leaseMs", ms)).transpose()?;
-        let lock = self.client()?.lock_with(&name, polylock::LockOptions { lease }).map_err(to_napi)?;
+        let lock = self.client()?.lock_with(&name, polylock::LockOptions { lease }).napi_err()?;
         Ok(NativeLock::new(lock))
     }
 
@@ -111,7 +107,7 @@ impl NativeClient {
     pub fn status<'env>(&self, env: &'env Env, name: String) -> napi::Result<PromiseRaw<'env, NativeStatus>> {
         let client = self.client()?;
         env.spawn_future(async move {
-            let s = client.status(&name).await.map_err(to_napi)?;
+            let s = client.status(&name).await.napi_err()?;
             Ok(NativeStatus {
                 held: s.held,
                 holder: s.holder,
@@ -138,6 +134,6 @@ impl NativeClient {
     #[napi]
     pub fn debug_expire_session<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let client = self.client()?;
-        env.spawn_future(async move { client.debug_expire_session().await.map_err(to_napi) })
+        env.spawn_future(async move { client.debug_expire_session().await.napi_err() })
     }
 }

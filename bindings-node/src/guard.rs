@@ -13,7 +13,8 @@ use napi_derive::napi;
 use polylock::{LossReason, OwnerId};
 use tokio::sync::watch;
 
-use crate::errors::{tagged, to_napi};
+use crate::errors::{binding_error, to_napi, NapiErrorExt};
+use polylock::ErrorKind;
 
 #[napi]
 pub struct NativeGuard {
@@ -76,7 +77,10 @@ impl NativeGuard {
     #[napi]
     pub fn release<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         if self.released.swap(true, Ordering::SeqCst) {
-            return Err(tagged("NotHeld", format!("this guard of lock {:?} was already released", self.lock.name())));
+            return Err(binding_error(
+                ErrorKind::NotHeld,
+                format!("this guard of lock {:?} was already released", self.lock.name()),
+            ));
         }
         // Lost or not, the release goes through the runtime: it is what
         // takes the loss report, so the lock's state can be dropped.
@@ -90,7 +94,7 @@ impl NativeGuard {
                     let reason = loss.borrow().expect("checked");
                     Err(to_napi(polylock::Error::Lost { name: lock.name().to_owned(), reason }))
                 }
-                r => r.map_err(to_napi),
+                r => r.napi_err(),
             }
         })
     }

@@ -1,6 +1,6 @@
 //! Node.js binding of polylock (napi-rs). This native layer is deliberately
 //! thin: it maps the Rust runtime's `Client`/`Lock`/`Guard` onto napi classes
-//! and its errors onto tagged messages. The idiomatic JavaScript surface
+//! and its errors onto JSON payloads (see `errors.rs`). The idiomatic JavaScript surface
 //! (options objects, `AbortSignal`, `AsyncLocalStorage` reentrancy, error
 //! classes, `Symbol.asyncDispose`) lives in `index.js`, which is the only
 //! consumer of these exports.
@@ -10,8 +10,6 @@ mod errors;
 mod guard;
 mod lock;
 
-use std::sync::atomic::{AtomicI64, Ordering};
-
 use napi_derive::napi;
 
 pub use client::{connect, NativeClient, NativeClientOptions, NativeStatus};
@@ -19,14 +17,13 @@ pub use guard::NativeGuard;
 pub use lock::{Canceller, NativeLock};
 
 /// Owner ids are the unit of reentrancy. The JS layer asks for a fresh one per
-/// async context; one process-wide counter keeps them unique across
-/// `worker_threads` too (they share this library), and never reuses one.
-static NEXT_OWNER: AtomicI64 = AtomicI64::new(1);
-
-/// A new process-unique owner id (a safe integer for JavaScript).
+/// async context; the runtime's one process-wide allocator keeps them unique
+/// across `worker_threads` too (they share this library) and across the
+/// other bindings, and never reuses one.
 #[napi]
 pub fn next_owner_id() -> i64 {
-    NEXT_OWNER.fetch_add(1, Ordering::Relaxed)
+    // Ids count up from 1: far below 2^53, a safe integer for JavaScript.
+    polylock::OwnerId::fresh().0 as i64
 }
 
 /// The tokio runtime every native promise runs on: one worker thread. The

@@ -7,8 +7,9 @@ use napi::Env;
 use napi_derive::napi;
 use tokio::sync::watch;
 
-use crate::errors::{millis, tagged, to_napi};
+use crate::errors::{binding_error, millis, to_napi, NapiErrorExt};
 use crate::guard::NativeGuard;
+use polylock::ErrorKind;
 
 #[napi]
 pub struct NativeLock {
@@ -22,11 +23,9 @@ impl NativeLock {
 }
 
 pub(crate) fn owner_id(owner: i64) -> napi::Result<polylock::OwnerId> {
-    u64::try_from(owner)
-        .ok()
-        .filter(|o| *o > 0)
-        .map(polylock::OwnerId)
-        .ok_or_else(|| tagged("InvalidOption", format!("owner id must be a positive integer, got {owner}")))
+    u64::try_from(owner).ok().filter(|o| *o > 0).map(polylock::OwnerId).ok_or_else(|| {
+        binding_error(ErrorKind::InvalidOption, format!("owner id must be a positive integer, got {owner}"))
+    })
 }
 
 #[napi]
@@ -49,7 +48,7 @@ impl NativeLock {
         let timeout = timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
         let lock = self.lock.clone();
         env.spawn_future(async move {
-            let g = lock.acquire_as(owner, timeout).await.map_err(to_napi)?;
+            let g = lock.acquire_as(owner, timeout).await.napi_err()?;
             Ok(NativeGuard::new(lock, g))
         })
     }
@@ -70,7 +69,7 @@ impl NativeLock {
         let mut cancelled = canceller.receiver();
         env.spawn_future(async move {
             tokio::select! {
-                r = lock.acquire_as(owner, timeout) => r.map(|g| NativeGuard::new(lock.clone(), g)).map_err(to_napi),
+                r = lock.acquire_as(owner, timeout) => r.map(|g| NativeGuard::new(lock.clone(), g)).napi_err(),
                 _ = async {
                     // A dropped canceller (garbage-collected) must not cancel: wait forever then.
                     if cancelled.wait_for(|c| *c).await.is_err() {

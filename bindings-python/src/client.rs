@@ -6,7 +6,7 @@ use std::sync::Arc;
 use polylock::{ClientOptions, LockOptions};
 use pyo3::prelude::*;
 
-use crate::errors::{lock_error, seconds, to_py};
+use crate::errors::{lock_error, seconds, PythonErrorExt};
 use crate::holds::HoldsByName;
 use crate::lock::{Lock, LockInner};
 use crate::process::ProcessBound;
@@ -47,8 +47,8 @@ pub(crate) fn connect(
         lease: required("lease", lease)?,
         debug_faults,
     };
-    let client = wait(py, OnInterrupt::Abort, async move { polylock::Client::connect_with(&url, opts).await })?
-        .map_err(to_py)?;
+    let client =
+        wait(py, OnInterrupt::Abort, async move { polylock::Client::connect_with(&url, opts).await })?.py_err()?;
     Ok(Client { inner: ProcessBound::new(Arc::new(ClientInner { client, holds: HoldsByName::default() })) })
 }
 
@@ -83,10 +83,7 @@ impl Client {
     /// "redis" or "zookeeper".
     #[getter]
     fn backend(&self) -> PyResult<String> {
-        Ok(match self.inner.get()?.client.backend() {
-            polylock::Backend::Redis => "redis".to_owned(),
-            _ => "zookeeper".to_owned(),
-        })
+        Ok(self.inner.get()?.client.backend().as_str().to_owned())
     }
 
     /// This client's id, as in its Redis hash fields and ZooKeeper node data.
@@ -99,7 +96,7 @@ impl Client {
     #[pyo3(signature = (name, lease, on_lost))]
     fn lock(&self, name: &str, lease: Option<f64>, on_lost: Option<Py<PyAny>>) -> PyResult<Lock> {
         let inner = self.inner.get()?;
-        let lock = inner.client.lock_with(name, LockOptions { lease: seconds("lease", lease)? }).map_err(to_py)?;
+        let lock = inner.client.lock_with(name, LockOptions { lease: seconds("lease", lease)? }).py_err()?;
         let holds = inner.holds.for_name(name);
         Ok(Lock::new(LockInner::new(inner.client.clone(), lock, holds, on_lost)))
     }
@@ -112,7 +109,7 @@ impl Client {
         name: String,
     ) -> PyResult<(bool, Option<String>, Option<u64>, Option<usize>, Option<i64>)> {
         let client = self.inner.get()?.client.clone();
-        let s = wait(py, OnInterrupt::Abort, async move { client.status(&name).await })?.map_err(to_py)?;
+        let s = wait(py, OnInterrupt::Abort, async move { client.status(&name).await })?.py_err()?;
         Ok((s.held, s.holder, s.fencing_token, s.waiters, s.ttl_ms))
     }
 
@@ -125,6 +122,6 @@ impl Client {
     /// Test hook: expire the ZooKeeper session from the server side.
     fn debug_expire_session(&self, py: Python<'_>) -> PyResult<()> {
         let client = self.inner.get()?.client.clone();
-        wait(py, OnInterrupt::Abort, async move { client.debug_expire_session().await })?.map_err(to_py)
+        wait(py, OnInterrupt::Abort, async move { client.debug_expire_session().await })?.py_err()
     }
 }

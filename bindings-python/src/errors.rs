@@ -4,6 +4,7 @@
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyNone;
 
 const ERRORS_MODULE: &str = "polylock._errors";
 
@@ -22,8 +23,8 @@ fn raise(class: &str, args: impl for<'py> FnOnce(Python<'py>) -> Vec<Bound<'py, 
     })
 }
 
-fn text(py: Python<'_>, s: String) -> Bound<'_, PyAny> {
-    s.into_pyobject(py).expect("a str").into_any()
+fn text(py: Python<'_>, s: impl Into<String>) -> Bound<'_, PyAny> {
+    s.into().into_pyobject(py).expect("a str").into_any()
 }
 
 pub(crate) fn lock_error(msg: String) -> PyErr {
@@ -34,21 +35,38 @@ pub(crate) fn not_held(name: &str) -> PyErr {
     to_py(polylock::Error::NotHeld(name.to_owned()))
 }
 
-/// Maps each runtime error to the exception a Python user expects.
+/// A structured field as a constructor argument: its text, or None.
+fn field<'py>(py: Python<'py>, v: Option<&str>) -> Bound<'py, PyAny> {
+    v.map_or_else(|| PyNone::get(py).to_owned().into_any(), |v| text(py, v))
+}
+
+/// Maps a runtime `Result` onto pyo3's, once per call site.
+pub(crate) trait PythonErrorExt<T> {
+    fn py_err(self) -> PyResult<T>;
+}
+
+impl<T> PythonErrorExt<T> for polylock::Result<T> {
+    fn py_err(self) -> PyResult<T> {
+        self.map_err(to_py)
+    }
+}
+
+/// The binding's one error table: each runtime error kind to the exception
+/// a Python user expects, its fields passed as constructor arguments.
 pub(crate) fn to_py(e: polylock::Error) -> PyErr {
-    use polylock::Error as E;
+    use polylock::ErrorKind as K;
     let msg = e.to_string();
-    match e {
-        E::InvalidUrl { .. } | E::InvalidName(_) | E::InvalidOption(_) => PyValueError::new_err(msg),
-        E::Connect { addr, .. } => raise("LockConnectionError", |py| vec![text(py, msg), text(py, addr)]),
-        E::Timeout(_) | E::WouldBlock(_) => raise("LockTimeout", |py| vec![text(py, msg)]),
-        E::NotHeld(_) => raise("NotHeldError", |py| vec![text(py, msg)]),
-        E::Lost { name, reason } => {
-            raise("LockLostError", |py| vec![text(py, msg), text(py, name), text(py, reason.to_string())])
+    match e.kind() {
+        K::InvalidUrl | K::InvalidName | K::InvalidOption => PyValueError::new_err(msg),
+        K::Connect => raise("LockConnectionError", |py| vec![text(py, msg), field(py, e.address())]),
+        K::Timeout | K::WouldBlock => raise("LockTimeout", |py| vec![text(py, msg)]),
+        K::NotHeld => raise("NotHeldError", |py| vec![text(py, msg)]),
+        K::Lost => {
+            raise("LockLostError", |py| vec![text(py, msg), field(py, e.lock_name()), field(py, e.reason().as_deref())])
         }
-        E::Closed => raise("ClientClosedError", |py| vec![text(py, msg)]),
-        E::Unavailable { name, reply } => {
-            raise("LockUnavailableError", |py| vec![text(py, msg), text(py, name), text(py, reply)])
+        K::Closed => raise("ClientClosedError", |py| vec![text(py, msg)]),
+        K::Unavailable => {
+            raise("LockUnavailableError", |py| vec![text(py, msg), field(py, e.lock_name()), field(py, e.reply())])
         }
         _ => raise("LockError", |py| vec![text(py, msg)]),
     }

@@ -2,7 +2,7 @@
 //! polylock runtime onto Python's conventions (blocking calls that release
 //! the GIL and answer Ctrl-C, asyncio futures, exceptions, fork safety).
 //! The `polylock` Python package wraps it; owner ids (thread or asyncio
-//! task) are chosen there and passed in explicitly.
+//! task) are chosen there, taken from [`fresh_owner_id`], and passed in explicitly.
 
 mod client;
 mod errors;
@@ -13,9 +13,18 @@ mod runtime;
 
 use pyo3::prelude::*;
 
+/// A new owner id from the runtime's one process-wide allocator: never 0,
+/// never reused (a finished thread's id may still hold a lock), and never
+/// one another binding in this process was given.
+#[pyfunction]
+fn fresh_owner_id() -> u64 {
+    polylock::OwnerId::fresh().0
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::connect, m)?)?;
+    m.add_function(wrap_pyfunction!(fresh_owner_id, m)?)?;
     m.add_class::<client::Client>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::AsyncOp>()?;

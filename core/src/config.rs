@@ -12,6 +12,23 @@ pub enum Backend {
     ZooKeeper,
 }
 
+impl Backend {
+    /// The backend's stable name, as every binding and the CLI spell it:
+    /// `"redis"` or `"zookeeper"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Redis => "redis",
+            Backend::ZooKeeper => "zookeeper",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Settings of one lock machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockConfig {
@@ -95,5 +112,17 @@ impl LockConfig {
     /// counts from the disconnection too (see `zk.rs`, `enter_held`).
     pub fn disconnect_grace(&self) -> Duration {
         (self.session_timeout / 3).saturating_sub(Duration::from_millis(12))
+    }
+}
+
+#[cfg(test)]
+mod backend_name_tests {
+    use super::Backend;
+
+    #[test]
+    fn backends_spell_their_stable_names() {
+        assert_eq!(Backend::Redis.as_str(), "redis");
+        assert_eq!(Backend::ZooKeeper.as_str(), "zookeeper");
+        assert_eq!(Backend::ZooKeeper.to_string(), "zookeeper");
     }
 }

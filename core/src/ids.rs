@@ -5,6 +5,22 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OwnerId(pub u64);
 
+/// The process-wide source of [`OwnerId::fresh`]. An `AtomicU64` keeps core
+/// free of std-only parts (wasm32 has one); starts at 1 so that 0 never names
+/// an owner.
+static NEXT_OWNER: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
+
+impl OwnerId {
+    /// A new owner id, unique in this process and never reused (a dead
+    /// thread's id may still hold a lock). Every binding takes its owners
+    /// from here, so two bindings loaded in one process never share an id.
+    /// Always above 0 and below 2^53 in practice, so it is a safe integer in
+    /// JavaScript and a positive `long` in Java.
+    pub fn fresh() -> OwnerId {
+        OwnerId(NEXT_OWNER.fetch_add(1, core::sync::atomic::Ordering::Relaxed))
+    }
+}
+
 /// Matches a backend reply to the command that asked for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RequestId(pub u64);
@@ -53,5 +69,29 @@ impl Nonce {
         v = (v & !(0x3 << 62)) | (0x2 << 62);
         let h = format!("{v:032x}");
         format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OwnerId;
+
+    #[test]
+    fn fresh_owner_ids_are_positive_and_never_repeat_across_threads() {
+        let per_thread: Vec<Vec<OwnerId>> = (0..4)
+            .map(|_| std::thread::spawn(|| (0..1000).map(|_| OwnerId::fresh()).collect::<Vec<_>>()))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        let mut all: Vec<u64> = per_thread.iter().flatten().map(|o| o.0).collect();
+        assert!(all.iter().all(|&id| id > 0), "0 is never an owner");
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 4000, "an id was handed out twice");
+        // Each thread sees its own ids grow: the counter never goes back.
+        for ids in &per_thread {
+            assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        }
     }
 }

@@ -48,6 +48,128 @@ pub enum Error {
     Unavailable { name: String, reply: String },
 }
 
+/// What kind of failure an [`Error`] is, with a stable code per kind. A
+/// binding chooses its language's error class from this (and reads the
+/// structured fields through [`Error`]'s accessors), never from the message,
+/// whose wording may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    InvalidUrl,
+    InvalidName,
+    InvalidOption,
+    Connect,
+    Timeout,
+    WouldBlock,
+    NotHeld,
+    Lost,
+    Protocol,
+    Closed,
+    Cancelled,
+    Unavailable,
+}
+
+impl ErrorKind {
+    /// The stable, machine-readable code: `"invalid_url"`, `"connect"`,
+    /// `"timeout"`, `"unavailable"`, `"lost"`, ... (snake case of the variant).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidUrl => "invalid_url",
+            ErrorKind::InvalidName => "invalid_name",
+            ErrorKind::InvalidOption => "invalid_option",
+            ErrorKind::Connect => "connect",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::WouldBlock => "would_block",
+            ErrorKind::NotHeld => "not_held",
+            ErrorKind::Lost => "lost",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::Closed => "closed",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Unavailable => "unavailable",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The structured fields, so bindings never parse [`Error`]'s message.
+impl Error {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidUrl { .. } => ErrorKind::InvalidUrl,
+            Error::InvalidName(_) => ErrorKind::InvalidName,
+            Error::InvalidOption(_) => ErrorKind::InvalidOption,
+            Error::Connect { .. } => ErrorKind::Connect,
+            Error::Timeout(_) => ErrorKind::Timeout,
+            Error::WouldBlock(_) => ErrorKind::WouldBlock,
+            Error::NotHeld(_) => ErrorKind::NotHeld,
+            Error::Lost { .. } => ErrorKind::Lost,
+            Error::Protocol(_) => ErrorKind::Protocol,
+            Error::Closed => ErrorKind::Closed,
+            Error::Cancelled => ErrorKind::Cancelled,
+            Error::Unavailable { .. } => ErrorKind::Unavailable,
+        }
+    }
+
+    /// The lock concerned: timeouts, refusals, losses, releases not held and
+    /// an unavailable server name one.
+    pub fn lock_name(&self) -> Option<&str> {
+        match self {
+            Error::Timeout(name) | Error::WouldBlock(name) | Error::NotHeld(name) => Some(name),
+            Error::Lost { name, .. } | Error::Unavailable { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The server address that could not be reached (`127.0.0.1:6379`) of a
+    /// [`ErrorKind::Connect`].
+    pub fn address(&self) -> Option<&str> {
+        match self {
+            Error::Connect { addr, .. } => Some(addr),
+            _ => None,
+        }
+    }
+
+    /// The malformed connection string of an [`ErrorKind::InvalidUrl`].
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            Error::InvalidUrl { url, .. } => Some(url),
+            _ => None,
+        }
+    }
+
+    /// Why, in words: what was wrong with a URL, why a connect failed, or
+    /// why a lock was lost (the [`LossReason`]'s text).
+    pub fn reason(&self) -> Option<String> {
+        match self {
+            Error::InvalidUrl { reason, .. } | Error::Connect { reason, .. } => Some(reason.clone()),
+            Error::Lost { reason, .. } => Some(reason.to_string()),
+            _ => None,
+        }
+    }
+
+    /// Why a lock was lost, as the typed [`LossReason`].
+    pub fn loss_reason(&self) -> Option<LossReason> {
+        match self {
+            Error::Lost { reason, .. } => Some(*reason),
+            _ => None,
+        }
+    }
+
+    /// The server's last reply of an [`ErrorKind::Unavailable`]
+    /// (`BUSY ...`, `LOADING ...`, `THROTTLEDOP ...`).
+    pub fn reply(&self) -> Option<&str> {
+        match self {
+            Error::Unavailable { reply, .. } => Some(reply),
+            _ => None,
+        }
+    }
+}
+
 impl Error {
     pub(crate) fn from_core(name: &str, e: polylock_core::Error) -> Self {
         use polylock_core::Error as E;
@@ -68,3 +190,51 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every variant's kind and fields, as the bindings read them. A new
+    /// variant must be added here (and to each binding's one table).
+    #[test]
+    fn each_variant_has_its_kind_and_fields() {
+        let s = |v: &str| v.to_owned();
+        let cases = [
+            (
+                Error::InvalidUrl { url: s("x://"), reason: s("bad scheme") },
+                "invalid_url",
+                None,
+                None,
+                Some("bad scheme"),
+            ),
+            (Error::InvalidName(s("empty")), "invalid_name", None, None, None),
+            (Error::InvalidOption(s("lease")), "invalid_option", None, None, None),
+            (Error::Connect { addr: s("h:1"), reason: s("refused") }, "connect", None, Some("h:1"), Some("refused")),
+            (Error::Timeout(s("n")), "timeout", Some("n"), None, None),
+            (Error::WouldBlock(s("n")), "would_block", Some("n"), None, None),
+            (Error::NotHeld(s("n")), "not_held", Some("n"), None, None),
+            (
+                Error::Lost { name: s("n"), reason: LossReason::SessionExpired },
+                "lost",
+                Some("n"),
+                None,
+                Some("ZooKeeper session expired"),
+            ),
+            (Error::Protocol(s("?")), "protocol", None, None, None),
+            (Error::Closed, "closed", None, None, None),
+            (Error::Cancelled, "cancelled", None, None, None),
+            (Error::Unavailable { name: s("n"), reply: s("BUSY") }, "unavailable", Some("n"), None, None),
+        ];
+        for (e, code, name, addr, reason) in cases {
+            assert_eq!(e.kind().as_str(), code, "{e:?}");
+            assert_eq!(e.kind().to_string(), code);
+            assert_eq!(e.lock_name(), name, "{e:?}");
+            assert_eq!(e.address(), addr, "{e:?}");
+            assert_eq!(e.reason().as_deref(), reason, "{e:?}");
+            assert_eq!(e.reply(), matches!(e, Error::Unavailable { .. }).then_some("BUSY"), "{e:?}");
+            assert_eq!(e.url(), matches!(e, Error::InvalidUrl { .. }).then_some("x://"), "{e:?}");
+            assert_eq!(e.loss_reason(), matches!(e, Error::Lost { .. }).then_some(LossReason::SessionExpired));
+        }
+    }
+}

@@ -32,7 +32,7 @@ mod url;
 mod watches;
 
 pub use client::{Client, ClientOptions, LockOptions};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use lock::{Guard, Lock};
 pub use owner::current_owner;
 pub use polylock_core::{Backend, LossReason, OwnerId};

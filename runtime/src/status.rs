@@ -48,7 +48,7 @@ impl Client {
                         }
                         other => Err(Error::Protocol(format!("unexpected status reply {other:?}"))),
                     },
-                    Reply::Failed(e) => Err(Error::Connect { addr: "redis".into(), reason: e.message }),
+                    Reply::Failed(e) => Err(Error::Connect { addr: Backend::Redis.as_str().into(), reason: e.message }),
                     // One read, no timeout to retry within: a busy or loading server is named.
                     Reply::Refused(reply) if polylock_core::refusal::is_transient(Backend::Redis, &reply) => {
                         Err(Error::Unavailable { name: name.to_owned(), reply })
@@ -65,7 +65,12 @@ impl Client {
                     let children = match c.list_children(&path).await {
                         Ok(c) => c,
                         Err(zookeeper_client::Error::NoNode) => Vec::new(),
-                        Err(e) => return Err(Error::Connect { addr: "zookeeper".into(), reason: e.to_string() }),
+                        Err(e) => {
+                            return Err(Error::Connect {
+                                addr: Backend::ZooKeeper.as_str().into(),
+                                reason: e.to_string(),
+                            })
+                        }
                     };
                     let sorted = polylock_core::zk::sorted_contenders(children);
                     let Some(first) = sorted.first() else {
@@ -88,7 +93,12 @@ impl Client {
                             })
                         }
                         Err(zookeeper_client::Error::NoNode) => continue,
-                        Err(e) => return Err(Error::Connect { addr: "zookeeper".into(), reason: e.to_string() }),
+                        Err(e) => {
+                            return Err(Error::Connect {
+                                addr: Backend::ZooKeeper.as_str().into(),
+                                reason: e.to_string(),
+                            })
+                        }
                     }
                 }
                 Err(Error::Protocol(format!("{path}: contenders changed too fast to read a status")))

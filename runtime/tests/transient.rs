@@ -105,8 +105,11 @@ async fn a_waiter_refused_busy_until_its_timeout_gets_unavailable_naming_busy() 
     busy.kill().await;
     assert!(matches!(&status, Err(Error::Unavailable { reply, .. }) if reply.starts_with("BUSY")), "{status:?}");
     match outcome {
-        Err(Error::Unavailable { name: n, reply }) => {
-            assert_eq!(n, name);
+        Err(e @ Error::Unavailable { .. }) => {
+            // What a binding reads to build its error: kind, name, reply.
+            assert_eq!(e.kind().as_str(), "unavailable");
+            assert_eq!(e.lock_name(), Some(name.as_str()));
+            let reply = e.reply().expect("an Unavailable carries the server's reply");
             assert!(reply.starts_with("BUSY"), "names the server's reply: {reply}");
         }
         other => panic!("expected Unavailable naming BUSY, got {other:?}"),

@@ -73,26 +73,29 @@ pub(crate) fn init_classes(env: &mut JNIEnv) -> Outcome<()> {
     Ok(())
 }
 
-/// The class and message a failure becomes in Java, and the server's reply
-/// for the classes that carry one (constructor `(String, String)`).
-fn classify(failure: &Failure) -> (&'static GlobalRef, String, Option<String>) {
+/// The class a failure becomes in Java, its message, and the structured
+/// fields its constructor takes after the message (`(String, String...)`;
+/// null where the runtime has none): the binding's one error table.
+fn classify(failure: &Failure) -> (&'static GlobalRef, String, Vec<Option<String>>) {
+    use polylock::ErrorKind as K;
     let c = CLASSES.get().expect("Native.init runs before any other native call");
+    let owned = |v: Option<&str>| v.map(str::to_owned);
     match failure {
-        Failure::Polylock(e @ Error::Unavailable { reply, .. }) => (&c.unavailable, e.to_string(), Some(reply.clone())),
         Failure::Polylock(e) => {
-            let class = match e {
-                Error::InvalidUrl { .. } | Error::InvalidName(_) | Error::InvalidOption(_) => &c.illegal_argument,
-                Error::Connect { .. } => &c.connect,
-                Error::NotHeld(_) => &c.illegal_monitor,
-                Error::Lost { .. } => &c.lost,
-                Error::Closed => &c.closed,
-                _ => &c.lock,
+            let (class, fields) = match e.kind() {
+                K::InvalidUrl | K::InvalidName | K::InvalidOption => (&c.illegal_argument, vec![]),
+                K::Connect => (&c.connect, vec![owned(e.address())]),
+                K::NotHeld => (&c.illegal_monitor, vec![]),
+                K::Lost => (&c.lost, vec![owned(e.lock_name()), e.reason()]),
+                K::Closed => (&c.closed, vec![]),
+                K::Unavailable => (&c.unavailable, vec![owned(e.reply())]),
+                _ => (&c.lock, vec![]),
             };
-            (class, e.to_string(), None)
+            (class, e.to_string(), fields)
         }
-        Failure::Jni(e) => (&c.lock, format!("JNI call failed: {e}"), None),
-        Failure::Illegal(m) => (&c.illegal_state, m.clone(), None),
-        Failure::Panic(m) => (&c.lock, format!("internal error in polylock: {m}"), None),
+        Failure::Jni(e) => (&c.lock, format!("JNI call failed: {e}"), vec![]),
+        Failure::Illegal(m) => (&c.illegal_state, m.clone(), vec![]),
+        Failure::Panic(m) => (&c.lock, format!("internal error in polylock: {m}"), vec![]),
     }
 }
 
@@ -110,19 +113,17 @@ pub(crate) fn throw(env: &mut JNIEnv, failure: Failure) {
 /// Builds (without throwing) the Java exception for `failure`, for
 /// completions delivered to Java from runtime threads.
 pub(crate) fn to_throwable<'l>(env: &mut JNIEnv<'l>, failure: Failure) -> Outcome<JObject<'l>> {
-    let (class, message, reply) = classify(&failure);
-    let message = env.new_string(message)?;
-    Ok(match reply {
-        Some(reply) => {
-            let reply = env.new_string(reply)?;
-            env.new_object(
-                class,
-                "(Ljava/lang/String;Ljava/lang/String;)V",
-                &[JValue::Object(&message), JValue::Object(&reply)],
-            )?
-        }
-        None => env.new_object(class, "(Ljava/lang/String;)V", &[JValue::Object(&message)])?,
-    })
+    let (class, message, fields) = classify(&failure);
+    let mut args = vec![JObject::from(env.new_string(message)?)];
+    for field in fields {
+        args.push(match field {
+            Some(v) => env.new_string(v)?.into(),
+            None => JObject::null(),
+        });
+    }
+    let signature = format!("({})V", "Ljava/lang/String;".repeat(args.len()));
+    let values: Vec<JValue> = args.iter().map(JValue::Object).collect();
+    Ok(env.new_object(class, signature, &values)?)
 }
 
 fn panic_message(p: Box<dyn Any + Send>) -> String {

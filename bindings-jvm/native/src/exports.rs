@@ -7,7 +7,7 @@ use std::time::Duration;
 use jni::objects::{JClass, JObject, JString};
 use jni::sys::{jboolean, jint, jlong, jstring, JNI_FALSE, JNI_TRUE};
 use jni::JNIEnv;
-use polylock::{Backend, Client, ClientOptions, LockOptions, OwnerId};
+use polylock::{Client, ClientOptions, LockOptions, OwnerId};
 
 use crate::acquire::{self, PendingAcquire, PendingAsync};
 use crate::errors::{self, guarded, Outcome};
@@ -33,6 +33,13 @@ pub extern "system" fn Java_io_polylock_Native_init<'l>(mut env: JNIEnv<'l>, _c:
         errors::init_classes(env)?;
         crate::upcalls::init_vm(env)
     })
+}
+
+/// A Java thread's owner id, from the runtime's process-wide allocator (ids
+/// count up from 1: a positive `long`).
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_freshOwnerId<'l>(_env: JNIEnv<'l>, _c: JClass<'l>) -> jlong {
+    OwnerId::fresh().0 as jlong
 }
 
 #[no_mangle]
@@ -82,11 +89,7 @@ pub extern "system" fn Java_io_polylock_Native_clientBackend<'l>(
 ) -> jstring {
     guarded(&mut env, std::ptr::null_mut(), |env| {
         let h = handles::get::<ClientHandle>(client)?;
-        let name = match h.client.backend() {
-            Backend::Redis => "redis",
-            Backend::ZooKeeper => "zookeeper",
-        };
-        Ok(env.new_string(name)?.into_raw())
+        Ok(env.new_string(h.client.backend().as_str())?.into_raw())
     })
 }
 

@@ -4,10 +4,11 @@ from typing import Callable, final
 
 from typing_extensions import TypeAlias
 
-__all__ = ["AsyncOp", "Client", "Lock", "connect"]
+__all__ = ["AsyncOp", "Client", "Lock", "connect", "fresh_owner_id"]
 
 _Done: TypeAlias = Callable[[object, BaseException | None], object]
 
+def fresh_owner_id() -> int: ...
 def connect(
     url: str,
     connect_timeout: float,

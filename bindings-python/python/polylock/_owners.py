@@ -1,16 +1,16 @@
 """Who is asking: the unit of reentrancy. A thread for the blocking API, an
-asyncio task for the async API. Each gets a process-unique id from one
-counter, so an id is never reused (not even after its thread or task ends)."""
+asyncio task for the async API. Each gets a process-unique id from the
+runtime's one allocator (shared with every other binding in the process), so
+an id is never reused (not even after its thread or task ends)."""
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import threading
 import weakref
 
-# next() on itertools.count is atomic under the GIL.
-_ids = itertools.count(1)
+from ._native import fresh_owner_id
+
 _per_thread = threading.local()
 _per_task: weakref.WeakKeyDictionary[asyncio.Task[object], int] = weakref.WeakKeyDictionary()
 
@@ -18,7 +18,7 @@ _per_task: weakref.WeakKeyDictionary[asyncio.Task[object], int] = weakref.WeakKe
 def thread_owner() -> int:
     owner: int | None = getattr(_per_thread, "owner", None)
     if owner is None:
-        owner = _per_thread.owner = next(_ids)
+        owner = _per_thread.owner = fresh_owner_id()
     return owner
 
 
@@ -35,5 +35,5 @@ def task_owner(task: asyncio.Task[object] | None) -> int:
         return thread_owner()
     owner = _per_task.get(task)
     if owner is None:
-        owner = _per_task[task] = next(_ids)
+        owner = _per_task[task] = fresh_owner_id()
     return owner

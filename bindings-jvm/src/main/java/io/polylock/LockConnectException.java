@@ -4,7 +4,20 @@ package io.polylock;
 public class LockConnectException extends LockException {
     private static final long serialVersionUID = 1L;
 
+    /** The address that failed, e.g. {@code "127.0.0.1:6379"}; null when unknown. */
+    private final String address;
+
     public LockConnectException(String message) {
+        this(message, null);
+    }
+
+    public LockConnectException(String message, String address) {
         super(message);
+        this.address = address;
+    }
+
+    /** The address that could not be reached, e.g. {@code "127.0.0.1:6379"}, or null. */
+    public String address() {
+        return address;
     }
 }

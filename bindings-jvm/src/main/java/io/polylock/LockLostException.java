@@ -8,7 +8,26 @@ package io.polylock;
 public class LockLostException extends LockException {
     private static final long serialVersionUID = 1L;
 
+    private final String lockName;
+    private final String reason;
+
     public LockLostException(String message) {
+        this(message, null, null);
+    }
+
+    public LockLostException(String message, String lockName, String reason) {
         super(message);
+        this.lockName = lockName;
+        this.reason = reason;
+    }
+
+    /** The name of the lock that was lost, or null. */
+    public String lockName() {
+        return lockName;
+    }
+
+    /** Why, as the runtime reported it (e.g. {@code "ZooKeeper session expired"}), or null. */
+    public String reason() {
+        return reason;
     }
 }

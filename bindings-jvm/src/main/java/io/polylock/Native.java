@@ -22,6 +22,9 @@ final class Native {
 
     private static native void init();
 
+    /** A new owner id from the runtime's process-wide allocator: positive, never reused. */
+    static native long freshOwnerId();
+
     static native long clientConnect(String url, long connectTimeoutMs, long requestTimeoutMs,
                                      long sessionTimeoutMs, long leaseMs, boolean debugFaults);
 

@@ -251,6 +251,7 @@ class LockBehaviourTest {
         for (String url : List.of("redis://127.0.0.1:1", "zk://127.0.0.1:1")) {
             LockConnectException e = assertThrows(LockConnectException.class, () -> LockClient.connect(url, fast));
             assertTrue(e.getMessage().contains("127.0.0.1:1"), e.getMessage());
+            assertEquals("127.0.0.1:1", e.address(), "the address, passed as a field");
         }
     }
 

@@ -2,6 +2,7 @@ package io.polylock;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -32,7 +33,11 @@ class LossTest {
             client.debugExpireSessionForTests();
             assertTrue(lost.await(30, TimeUnit.SECONDS), "onLost did not run after the session expired");
             assertFalse(lock.isHeldByCurrentThread());
-            assertThrows(LockLostException.class, lock::unlock, "the first unlock after a loss reports it");
+            LockLostException e =
+                    assertThrows(LockLostException.class, lock::unlock, "the first unlock after a loss reports it");
+            assertEquals(name, e.lockName());
+            assertNotNull(e.reason(), "the runtime says why");
+            assertEquals("lock \"" + name + "\" was lost: " + e.reason(), e.getMessage());
             assertThrows(IllegalMonitorStateException.class, lock::unlock, "and the hold is gone");
 
             // The ephemeral node went with the session: someone else gets the lock.
