@@ -26,7 +26,8 @@ final class NativeLoader {
         try (InputStream in = NativeLoader.class.getResourceAsStream(resource)) {
             if (in == null) {
                 throw new UnsatisfiedLinkError("polylock has no native library for " + platform()
-                        + " in its jar (looked for " + resource + ")");
+                        + " in its jar (looked for " + resource + "; scripts/package builds linux-x86_64 and linux-aarch64)"
+                        + ": build bindings-jvm/native for this platform and pass -Dpolylock.library.path=FILE");
             }
             Path file = Files.createTempFile("polylock_jvm-", "-" + System.mapLibraryName("polylock_jvm"));
             file.toFile().deleteOnExit();
