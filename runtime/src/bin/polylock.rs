@@ -120,21 +120,30 @@ async fn main() -> ExitCode {
 }
 
 async fn status(name: &str, url: &str) -> Result<(), Error> {
+    use std::fmt::Write as _;
     let client = Client::connect(url).await?;
     let s = client.status(name).await?;
-    if s.held {
-        println!("{name}: held by {}", s.holder.as_deref().unwrap_or("?"));
-    } else {
-        println!("{name}: free");
-    }
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = match (s.held, s.holder.as_deref()) {
+        (true, holder) => writeln!(out, "{name}: held by {}", holder.unwrap_or("?")),
+        (false, _) => writeln!(out, "{name}: free"),
+    };
     if let Some(t) = s.fencing_token {
-        println!("fencing token: {t}");
+        let _ = writeln!(out, "fencing token: {t}");
     }
     if let Some(w) = s.waiters {
-        println!("waiters: {w}");
+        let _ = writeln!(out, "waiters: {w}");
     }
     if let Some(ttl) = s.ttl_ms {
-        println!("lease expires in: {ttl} ms");
+        let _ = writeln!(out, "lease expires in: {ttl} ms");
+    }
+    // A reader that went away (`| head -1`) is not an error: end quietly,
+    // as Unix tools do, instead of panicking as println! would.
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(out.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => eprintln!("polylock: cannot write: {e}"),
+        _ => {}
     }
     Ok(())
 }

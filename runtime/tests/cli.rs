@@ -1,0 +1,66 @@
+//! The `polylock` CLI against real servers: what it runs, what it prints,
+//! and the exit codes scripts and cron jobs depend on (README, "The CLI").
+
+mod support;
+
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+
+use support::*;
+
+fn polylock(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_polylock")).args(args).env_remove("POLYLOCK_URL").output().unwrap()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or_else(|| panic!("killed by a signal: {o:?}"))
+}
+
+#[test]
+fn run_passes_the_token_and_returns_the_commands_exit_code() {
+    for (backend, url) in backends() {
+        let name = unique(&format!("cli-run-{backend}"));
+        let o =
+            polylock(&["run", &name, "--url", &url, "--", "sh", "-c", "echo token=$POLYLOCK_FENCING_TOKEN; exit 7"]);
+        assert_eq!(code(&o), 7, "{backend}: {o:?}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        let token: u64 = out.trim().strip_prefix("token=").and_then(|t| t.parse().ok()).unwrap_or(0);
+        assert!(token > 0, "{backend}: no fencing token in the command's environment: {out:?}");
+    }
+}
+
+#[test]
+fn exit_codes_for_bad_input_an_unreachable_server_and_a_timeout() {
+    assert_eq!(code(&polylock(&["run", "a//b", "--url", &redis_url(), "--", "true"])), 64, "bad name");
+    assert_eq!(code(&polylock(&["status", "x", "--url", "http://h"])), 64, "bad URL");
+    assert_eq!(code(&polylock(&["status", "x", "--url", "redis://127.0.0.1:1"])), 69, "unreachable");
+    assert_eq!(code(&polylock(&["run", "x", "--url", &redis_url(), "--", "/nonexistent/cmd"])), 126, "cannot exec");
+    // Held by a command that sleeps: a second run with a short timeout gives up with 75.
+    let name = unique("cli-timeout");
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_polylock"))
+        .args(["run", &name, "--url", &redis_url(), "--", "sh", "-c", "echo held; sleep 5"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 4];
+    holder.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let o = polylock(&["run", &name, "--url", &redis_url(), "--timeout", "0.3", "--", "true"]);
+    assert_eq!(code(&o), 75, "{o:?}");
+    let _ = holder.kill();
+    let _ = holder.wait();
+}
+
+/// `polylock status NAME | head -1` may close the pipe before the CLI has
+/// written: the CLI then ends quietly, as Unix tools do, instead of
+/// panicking on EPIPE. (`true` closes its end at once, before the CLI has
+/// even connected.)
+#[test]
+fn status_into_a_closed_pipe_ends_quietly() {
+    let name = unique("cli-pipe");
+    let script = format!("{} status {name} --url {} | true", env!("CARGO_BIN_EXE_polylock"), redis_url());
+    let o = Command::new("bash").args(["-o", "pipefail", "-c", &script]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // Exit status is the CLI's: 0, or death by SIGPIPE (141 from bash), never a panic's 101.
+    assert!(matches!(o.status.code(), Some(0) | Some(141)), "{o:?}");
+}
