@@ -30,10 +30,6 @@ pub(crate) fn lock_error(msg: String) -> PyErr {
     raise("LockError", |py| vec![text(py, msg)])
 }
 
-pub(crate) fn not_held(name: &str) -> PyErr {
-    to_py(polylock::Error::NotHeld(name.to_owned()))
-}
-
 /// Maps each runtime error to the exception a Python user expects.
 pub(crate) fn to_py(e: polylock::Error) -> PyErr {
     use polylock::Error as E;
