@@ -1,8 +1,10 @@
-//! `NativeGuard`: one hold of a lock by one owner. It keeps the owner rather
-//! than the runtime's `Guard`, and releases with `release_as`: a JS guard that
-//! is garbage-collected without `release()` must not free the lock behind the
-//! code that still runs under it (V8 may collect a guard whose variable is
-//! no longer read). `client.close()` releases whatever is left.
+//! `NativeGuard`: one hold of a lock by one owner. It keeps the owner and
+//! its grant's token rather than the runtime's `Guard`, and releases with
+//! `release_grant`: a JS guard that is garbage-collected without `release()`
+//! must not free the lock behind the code that still runs under it (V8 may
+//! collect a guard whose variable is no longer read). `client.close()`
+//! releases whatever is left. Releasing by token means a stale guard reports
+//! its own grant's loss (the runtime says `Lost`) and never ends a newer one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -10,10 +12,9 @@ use napi::bindgen_prelude::{BigInt, Function, PromiseRaw};
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::Env;
 use napi_derive::napi;
-use polylock::{LossReason, OwnerId};
-use tokio::sync::watch;
+use polylock::{LossWatch, OwnerId};
 
-use crate::errors::{binding_error, to_napi, NapiErrorExt};
+use crate::errors::{binding_error, NapiErrorExt};
 use polylock::ErrorKind;
 
 #[napi]
@@ -21,7 +22,7 @@ pub struct NativeGuard {
     lock: polylock::Lock,
     owner: OwnerId,
     token: u64,
-    loss: watch::Receiver<Option<LossReason>>,
+    loss: LossWatch,
     released: AtomicBool,
 }
 
@@ -45,7 +46,7 @@ impl NativeGuard {
     /// Why the lock was lost, or null while it is not.
     #[napi(getter)]
     pub fn lost_reason(&self) -> Option<String> {
-        self.loss.borrow().map(|r| r.to_string())
+        self.loss.reason().map(|r| r.to_string())
     }
 
     /// Calls `callback(reason)` once if the lock is lost. The JS layer asks
@@ -57,16 +58,10 @@ impl NativeGuard {
     #[napi]
     pub fn on_lost(&self, callback: Function<String, ()>) -> napi::Result<()> {
         let tsfn = callback.build_threadsafe_function::<String>().callee_handled::<false>().weak::<true>().build()?;
-        let mut rx = self.loss.clone();
+        let loss = self.loss.clone();
         napi::bindgen_prelude::spawn(async move {
-            loop {
-                if let Some(reason) = *rx.borrow_and_update() {
-                    tsfn.call(reason.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
-                    return;
-                }
-                if rx.changed().await.is_err() {
-                    return;
-                }
+            if let Some(reason) = loss.ended().await {
+                tsfn.call(reason.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
             }
         });
         Ok(())
@@ -84,18 +79,7 @@ impl NativeGuard {
         }
         // Lost or not, the release goes through the runtime: it is what
         // takes the loss report, so the lock's state can be dropped.
-        let lock = self.lock.clone();
-        let owner = self.owner;
-        let loss = self.loss.clone();
-        env.spawn_future(async move {
-            match lock.release_as(owner).await {
-                // The loss may have landed between the check above and the release.
-                Err(polylock::Error::NotHeld(_)) if loss.borrow().is_some() => {
-                    let reason = loss.borrow().expect("checked");
-                    Err(to_napi(polylock::Error::Lost { name: lock.name().to_owned(), reason }))
-                }
-                r => r.napi_err(),
-            }
-        })
+        let (lock, owner, token) = (self.lock.clone(), self.owner, self.token);
+        env.spawn_future(async move { lock.release_grant(owner, token).await.napi_err() })
     }
 }

@@ -13,6 +13,17 @@ async function aborted(signal) {
   return signal.reason
 }
 
+/** Ends `client`'s hold of `name` behind its back: the key deleted, or the session expired. */
+async function loseBehindTheBack(backend, url, client, name) {
+  if (backend === 'redis') {
+    const raw = await rawRedis(url)
+    assert.equal(await raw.command('DEL', name), 1, 'the lock is a key at its name')
+    raw.close()
+  } else {
+    await client._debugExpireSession()
+  }
+}
+
 for (const [backend, url] of backends()) {
   describe(`loss on ${backend}`, () => {
     it('guard.signal aborts with LockLostError and release rejects with it', { timeout: 30_000 }, async () => {
@@ -20,13 +31,7 @@ for (const [backend, url] of backends()) {
       const name = unique('loss')
       const lock = client.lock(name, { leaseMs: 1000 })
       const guard = await lock.acquire()
-      if (backend === 'redis') {
-        const raw = await rawRedis(url)
-        assert.equal(await raw.command('DEL', name), 1, 'the lock is a key at its name')
-        raw.close()
-      } else {
-        await client._debugExpireSession()
-      }
+      await loseBehindTheBack(backend, url, client, name)
       const reason = await aborted(guard.signal)
       assert.ok(reason instanceof LockLostError, String(reason))
       assert.equal(reason.lockName, name)
@@ -55,18 +60,36 @@ for (const [backend, url] of backends()) {
       const lock = client.lock(name, { leaseMs: 1000 })
       await assert.rejects(
         lock.withLock(async (guard) => {
-          if (backend === 'redis') {
-            const raw = await rawRedis(url)
-            await raw.command('DEL', name)
-            raw.close()
-          } else {
-            await client._debugExpireSession()
-          }
+          await loseBehindTheBack(backend, url, client, name)
           await aborted(guard.signal)
         }),
         LockLostError,
       )
       await client.close()
+    })
+
+    it("a stale guard's release rejects with LockLostError and leaves the owner's newer grant held", { timeout: 30_000 }, async () => {
+      const client = await connect(url, { _debugFaults: true, sessionTimeoutMs: 4000 })
+      const name = unique('loss-stale')
+      const lock = client.lock(name, { leaseMs: 1000 })
+      let newer
+      try {
+        await assert.rejects(
+          lock.withLock(async (stale) => {
+            await loseBehindTheBack(backend, url, client, name)
+            await aborted(stale.signal)
+            // The same async context, so the same owner: a new grant, not a re-entry.
+            newer = await lock.acquire({ timeoutMs: 15_000 })
+            assert.ok(newer.fencingToken > stale.fencingToken, 'a new grant has a larger token')
+          }),
+          LockLostError, // withLock releasing the stale guard
+        )
+        assert.equal(lock.isHeldLocally, true, "the stale guard's release ended the newer grant")
+        await newer.release()
+        assert.equal(lock.isHeldLocally, false)
+      } finally {
+        await client.close() // also when an assertion failed, so the process can exit
+      }
     })
   })
 }

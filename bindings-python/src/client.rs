@@ -7,14 +7,12 @@ use polylock::{ClientOptions, LockOptions};
 use pyo3::prelude::*;
 
 use crate::errors::{lock_error, seconds, PythonErrorExt};
-use crate::holds::HoldsByName;
 use crate::lock::{Lock, LockInner};
 use crate::process::ProcessBound;
 use crate::runtime::{wait, OnInterrupt};
 
 pub(crate) struct ClientInner {
     pub(crate) client: polylock::Client,
-    holds: HoldsByName,
 }
 
 #[pyclass(frozen, module = "polylock._native")]
@@ -49,7 +47,7 @@ pub(crate) fn connect(
     };
     let client =
         wait(py, OnInterrupt::Abort, async move { polylock::Client::connect_with(&url, opts).await })?.py_err()?;
-    Ok(Client { inner: ProcessBound::new(Arc::new(ClientInner { client, holds: HoldsByName::default() })) })
+    Ok(Client { inner: ProcessBound::new(Arc::new(ClientInner { client })) })
 }
 
 /// The pid that first connected to ZooKeeper (0: none yet).
@@ -97,8 +95,7 @@ impl Client {
     fn lock(&self, name: &str, lease: Option<f64>, on_lost: Option<Py<PyAny>>) -> PyResult<Lock> {
         let inner = self.inner.get()?;
         let lock = inner.client.lock_with(name, LockOptions { lease: seconds("lease", lease)? }).py_err()?;
-        let holds = inner.holds.for_name(name);
-        Ok(Lock::new(LockInner::new(inner.client.clone(), lock, holds, on_lost)))
+        Ok(Lock::new(LockInner::new(inner.client.clone(), lock, on_lost)))
     }
 
     /// The lock as the server sees it: (held, holder, fencing_token, waiters, ttl_ms).

@@ -31,10 +31,6 @@ pub(crate) fn lock_error(msg: String) -> PyErr {
     raise("LockError", |py| vec![text(py, msg)])
 }
 
-pub(crate) fn not_held(name: &str) -> PyErr {
-    to_py(polylock::Error::NotHeld(name.to_owned()))
-}
-
 /// A structured field as a constructor argument: its text, or None.
 fn field<'py>(py: Python<'py>, v: Option<&str>) -> Bound<'py, PyAny> {
     v.map_or_else(|| PyNone::get(py).to_owned().into_any(), |v| text(py, v))

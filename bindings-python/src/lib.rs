@@ -6,7 +6,6 @@
 
 mod client;
 mod errors;
-mod holds;
 mod lock;
 mod process;
 mod runtime;

@@ -1,58 +1,47 @@
 //! `Lock`: acquire and release for an explicit owner id, blocking (GIL
 //! released, Ctrl-C aware) or asynchronous (a tokio task that reports to a
 //! Python callback, which the package turns into an asyncio future).
+//!
+//! The binding keeps no holds: Python releases by owner, and the runtime
+//! answers for each owner (its token, its count, the loss of its grant).
 
 use std::sync::{Arc, Mutex};
 
-use polylock::{Guard, OwnerId};
+use polylock::{Guard, LossWatch, OwnerId};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyNone};
+use tokio::runtime::Handle;
 
-use crate::errors::{not_held, seconds, to_py};
-use crate::holds::Holds;
+use crate::errors::{seconds, to_py, PythonErrorExt};
 use crate::process::ProcessBound;
 use crate::runtime::{runtime, wait, OnInterrupt};
 
 pub(crate) struct LockInner {
     client: polylock::Client,
     lock: polylock::Lock,
-    holds: Arc<Holds>,
     on_lost: Option<Arc<Py<PyAny>>>,
 }
 
 impl LockInner {
-    pub(crate) fn new(
-        client: polylock::Client,
-        lock: polylock::Lock,
-        holds: Arc<Holds>,
-        on_lost: Option<Py<PyAny>>,
-    ) -> Self {
-        LockInner { client, lock, holds, on_lost: on_lost.map(Arc::new) }
-    }
-
-    /// Parks a fresh grant; on the owner's first hold, starts forwarding a loss to `on_lost`.
-    fn keep(&self, owner: u64, guard: Guard) -> PyResult<()> {
-        let watch = self.on_lost.as_ref().map(|cb| (cb.clone(), guard.loss_watch()));
-        if self.holds.push(owner, guard) {
-            if let Some((callback, watch)) = watch {
-                runtime()?.spawn(report_loss(watch, callback));
-            }
-        }
-        Ok(())
+    pub(crate) fn new(client: polylock::Client, lock: polylock::Lock, on_lost: Option<Py<PyAny>>) -> Self {
+        LockInner { client, lock, on_lost: on_lost.map(Arc::new) }
     }
 }
 
-/// Waits for a loss of one hold and calls the user's callback with the
-/// reason. Ends quietly when the hold is released (the sender goes away).
-async fn report_loss(mut watch: tokio::sync::watch::Receiver<Option<polylock::LossReason>>, callback: Arc<Py<PyAny>>) {
-    let reason = loop {
-        if let Some(reason) = *watch.borrow_and_update() {
-            break reason;
-        }
-        if watch.changed().await.is_err() {
-            return;
-        }
-    };
+/// Leaves a grant's hold to the runtime (Python releases by owner) and, for
+/// a new grant (its re-entries share its signal), forwards its loss to
+/// `on_lost`. Returns the grant's fencing token.
+fn keep(rt: &Handle, guard: Guard, on_lost: Option<&Arc<Py<PyAny>>>) -> u64 {
+    if let Some(callback) = on_lost.filter(|_| !guard.is_reentry()) {
+        rt.spawn(report_loss(guard.loss_watch(), callback.clone()));
+    }
+    guard.into_token()
+}
+
+/// Calls the user's callback with the reason if the grant is lost; ends
+/// quietly when it is released.
+async fn report_loss(loss: LossWatch, callback: Arc<Py<PyAny>>) {
+    let Some(reason) = loss.ended().await else { return };
     // A thread of its own: the callback may call blocking polylock methods,
     // which must not run on a runtime worker.
     let _ = tokio::task::spawn_blocking(move || {
@@ -63,12 +52,6 @@ async fn report_loss(mut watch: tokio::sync::watch::Receiver<Option<polylock::Lo
         })
     })
     .await;
-}
-
-/// Ends one hold: the guard's own grant (by fencing token), so a lost one
-/// reports its loss and never ends a newer hold of the same owner.
-async fn release_guard(guard: Guard) -> polylock::Result<()> {
-    guard.release().await
 }
 
 #[pyclass(frozen, module = "polylock._native")]
@@ -97,7 +80,10 @@ impl Lock {
         let timeout = seconds("timeout", timeout)?;
         let lock = inner.lock.clone();
         match wait(py, OnInterrupt::Abort, async move { lock.acquire_as(OwnerId(owner), timeout).await })? {
-            Ok(guard) => inner.keep(owner, guard).map(|()| true),
+            Ok(guard) => {
+                keep(runtime()?.handle(), guard, inner.on_lost.as_ref());
+                Ok(true)
+            }
             Err(polylock::Error::Timeout(_) | polylock::Error::WouldBlock(_)) => Ok(false),
             Err(e) => Err(to_py(e)),
         }
@@ -106,9 +92,8 @@ impl Lock {
     /// Ends `owner`'s newest hold and waits for the server. LockLostError
     /// if that hold was lost; NotHeldError if `owner` holds nothing.
     fn release(&self, py: Python<'_>, owner: u64) -> PyResult<()> {
-        let inner = self.inner.get()?;
-        let guard = inner.holds.pop(owner).ok_or_else(|| not_held(inner.lock.name()))?;
-        wait(py, OnInterrupt::Detach, release_guard(guard))?.map_err(to_py)
+        let lock = self.inner.get()?.lock.clone();
+        wait(py, OnInterrupt::Detach, async move { lock.release_as(OwnerId(owner)).await })?.py_err()
     }
 
     /// Starts an acquire for `owner`; `done(True, None)` or `done(None, exc)`
@@ -121,7 +106,7 @@ impl Lock {
         let task = {
             let op = op.clone();
             let lock = inner.lock.clone();
-            let keeper = Keeper { holds: inner.holds.clone(), on_lost: inner.on_lost.clone() };
+            let on_lost = inner.on_lost.clone();
             runtime()?.spawn(async move {
                 let outcome = lock.acquire_as(OwnerId(owner), timeout).await;
                 let outcome = match outcome {
@@ -130,8 +115,7 @@ impl Lock {
                         if state.cancelled {
                             return; // dropping the guard gives the grant back
                         }
-                        keeper.keep(owner, guard);
-                        state.granted = true;
+                        state.granted = Some(keep(&Handle::current(), guard, on_lost.as_ref()));
                         Ok(())
                     }
                     Err(e) => Err(e),
@@ -147,22 +131,21 @@ impl Lock {
                 });
                 if !matches!(delivered, Some(Ok(_))) {
                     // Nobody will ever release it: give the grant back.
-                    cancel_op(&op, &keeper.holds, owner);
+                    cancel_op(&Handle::current(), &op, &lock, owner);
                 }
             })
         };
         Ok(AsyncOp {
-            inner: ProcessBound::new(OpInner { op, holds: inner.holds.clone(), owner, task: task.abort_handle() }),
+            inner: ProcessBound::new(OpInner { op, lock: inner.lock.clone(), owner, task: task.abort_handle() }),
         })
     }
 
     /// Starts releasing `owner`'s newest hold; `done(None, None)` or
     /// `done(None, exc)` is called when the server has released it.
     fn release_async(&self, owner: u64, done: Py<PyAny>) -> PyResult<()> {
-        let inner = self.inner.get()?;
-        let guard = inner.holds.pop(owner).ok_or_else(|| not_held(inner.lock.name()))?;
+        let lock = self.inner.get()?.lock.clone();
         runtime()?.spawn(async move {
-            let outcome = release_guard(guard).await;
+            let outcome = lock.release_as(OwnerId(owner)).await;
             Python::try_attach(|py| {
                 let error = match outcome {
                     Ok(()) => PyNone::get(py).to_owned().into_any(),
@@ -181,17 +164,10 @@ impl Lock {
         Ok(self.inner.get()?.lock.hold_count(OwnerId(owner)) > 0)
     }
 
-    /// The fencing token of `owner`'s newest hold.
+    /// The fencing token of `owner`'s newest hold (LockLostError if that
+    /// hold was lost, NotHeldError if there is none).
     fn fencing_token(&self, owner: u64) -> PyResult<u64> {
-        let inner = self.inner.get()?;
-        let (token, lost) = inner
-            .holds
-            .with_newest(owner, |g| (g.fencing_token(), g.lost_reason()))
-            .ok_or_else(|| not_held(inner.lock.name()))?;
-        match lost {
-            None => Ok(token),
-            Some(reason) => Err(to_py(polylock::Error::Lost { name: inner.lock.name().to_owned(), reason })),
-        }
+        self.inner.get()?.lock.fencing_token_of(OwnerId(owner)).py_err()
     }
 
     /// Held by anyone: by an owner of this client (no I/O), else as the server sees it.
@@ -201,46 +177,31 @@ impl Lock {
             return Ok(true);
         }
         let (client, name) = (inner.client.clone(), inner.lock.name().to_owned());
-        Ok(wait(py, OnInterrupt::Abort, async move { client.status(&name).await })?.map_err(to_py)?.held)
-    }
-}
-
-/// What a spawned async acquire needs of its lock (no Python handles but the callback).
-struct Keeper {
-    holds: Arc<Holds>,
-    on_lost: Option<Arc<Py<PyAny>>>,
-}
-
-impl Keeper {
-    fn keep(&self, owner: u64, guard: Guard) {
-        let watch = self.on_lost.as_ref().map(|cb| (cb.clone(), guard.loss_watch()));
-        if self.holds.push(owner, guard) {
-            if let Some((callback, watch)) = watch {
-                tokio::spawn(report_loss(watch, callback));
-            }
-        }
+        Ok(wait(py, OnInterrupt::Abort, async move { client.status(&name).await })?.py_err()?.held)
     }
 }
 
 #[derive(Default)]
 struct OpState {
     cancelled: bool,
-    granted: bool,
+    /// The fencing token of the grant this acquire delivered.
+    granted: Option<u64>,
 }
 
-/// Marks the acquire cancelled; if it was already granted, gives the grant
-/// back (dropping the guard releases it in the background).
-fn cancel_op(op: &Mutex<OpState>, holds: &Holds, owner: u64) {
+/// Marks the acquire cancelled; if it was already granted, gives that
+/// grant back in the background (by token: never a newer grant).
+fn cancel_op(rt: &Handle, op: &Mutex<OpState>, lock: &polylock::Lock, owner: u64) {
     let mut state = op.lock().unwrap_or_else(|p| p.into_inner());
     state.cancelled = true;
-    if std::mem::take(&mut state.granted) {
-        drop(holds.pop(owner));
+    if let Some(token) = state.granted.take() {
+        let lock = lock.clone();
+        rt.spawn(async move { lock.release_grant(OwnerId(owner), token).await });
     }
 }
 
 struct OpInner {
     op: Arc<Mutex<OpState>>,
-    holds: Arc<Holds>,
+    lock: polylock::Lock,
     owner: u64,
     task: tokio::task::AbortHandle,
 }
@@ -257,7 +218,7 @@ impl AsyncOp {
     /// that already arrived is given back. Idempotent.
     fn cancel(&self) -> PyResult<()> {
         let inner = self.inner.get()?;
-        cancel_op(&inner.op, &inner.holds, inner.owner);
+        cancel_op(runtime()?.handle(), &inner.op, &inner.lock, inner.owner);
         inner.task.abort();
         Ok(())
     }

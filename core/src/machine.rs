@@ -139,6 +139,12 @@ impl LockMachine {
         self.holder.map(|h| (h.owner, h.count, h.token))
     }
 
+    /// Why `owner`'s newest lost grant was lost, while some of its holds
+    /// are unreleased (each of their releases reports [`Error::Lost`]).
+    pub fn unreleased_loss(&self, owner: OwnerId) -> Option<LossReason> {
+        self.lost.iter().rev().find(|l| l.owner == owner).map(|l| l.reason)
+    }
+
     /// Does `owner` hold the lock?
     pub fn is_held_by(&self, owner: OwnerId) -> bool {
         self.holder.is_some_and(|h| h.owner == owner)

@@ -110,8 +110,11 @@ fn a_stale_guards_release_reports_its_loss_and_spares_the_newer_hold() {
     let again = m.poll_command().unwrap();
     m.handle_reply(renew_at, again.id, granted(21));
     assert_eq!(m.holder(), Some((owner, 1, FencingToken(21))));
+    assert_eq!(m.unreleased_loss(owner), Some(LossReason::RenewalRefused), "the lost grant is still to be released");
+    assert_eq!(m.unreleased_loss(OwnerId(6)), None);
     assert_eq!(m.release_hold(renew_at, owner, Some(FencingToken(20))), Err(Error::Lost(LossReason::RenewalRefused)));
     assert_eq!(m.holder(), Some((owner, 1, FencingToken(21))), "the newer hold was ended");
+    assert_eq!(m.unreleased_loss(owner), None, "its one hold took the loss report");
     assert_eq!(m.release_hold(renew_at, owner, Some(FencingToken(20))), Err(Error::NotHeld));
     assert!(matches!(m.release_hold(renew_at, owner, Some(FencingToken(21))), Ok(ReleaseProgress::Releasing(_))));
 }

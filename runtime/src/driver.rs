@@ -42,6 +42,8 @@ impl HoldState {
 pub(crate) struct Grant {
     pub(crate) token: FencingToken,
     pub(crate) hold: Arc<HoldState>,
+    /// Holds of the owner before this one (0: a new grant, not a re-entry).
+    pub(crate) reentry: u32,
 }
 
 type GrantResult = std::result::Result<Grant, polylock_core::Error>;
@@ -208,10 +210,15 @@ impl Shared {
         }
     }
 
-    /// Does `owner` hold `name`, and how often?
-    pub(crate) fn hold_count(&self, name: &str, owner: OwnerId) -> u32 {
+    /// `owner`'s current grant of `name`: its hold count and fencing token.
+    pub(crate) fn hold(&self, name: &str, owner: OwnerId) -> Option<(u32, FencingToken)> {
         let inner = self.lock_inner();
-        inner.locks.get(name).and_then(|e| e.machine.holder()).filter(|(o, _, _)| *o == owner).map_or(0, |(_, n, _)| n)
+        inner.locks.get(name).and_then(|e| e.machine.holder()).filter(|(o, _, _)| *o == owner).map(|(_, n, t)| (n, t))
+    }
+
+    /// Why `owner`'s newest lost, not yet released grant of `name` was lost.
+    pub(crate) fn unreleased_loss(&self, name: &str, owner: OwnerId) -> Option<LossReason> {
+        self.lock_inner().locks.get(name).and_then(|e| e.machine.unreleased_loss(owner))
     }
 
     /// Is `name` held by anyone in this client?
@@ -326,10 +333,10 @@ impl Shared {
             let mut more = false;
             while let Some(ev) = entry.machine.poll_event() {
                 match ev {
-                    Event::Granted { ticket, owner, token, .. } => {
+                    Event::Granted { ticket, owner, token, reentry } => {
                         let hold = entry.holds.entry(owner).or_insert_with(HoldState::new).clone();
                         let delivered = match entry.waiters.remove(&ticket) {
-                            Some(tx) => tx.send(Ok(Grant { token, hold })).is_ok(),
+                            Some(tx) => tx.send(Ok(Grant { token, hold, reentry })).is_ok(),
                             None => false,
                         };
                         if !delivered {

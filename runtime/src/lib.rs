@@ -33,7 +33,7 @@ mod watches;
 
 pub use client::{Client, ClientOptions, LockOptions};
 pub use error::{Error, ErrorKind, Result};
-pub use lock::{Guard, Lock};
+pub use lock::{Guard, HoldInfo, Lock, LossWatch};
 pub use owner::current_owner;
 pub use polylock_core::{Backend, LossReason, OwnerId};
 pub use status::Status;

@@ -1,4 +1,7 @@
-//! `Lock` and `Guard`: the public face of one lock name.
+//! `Lock` and `Guard`: the public face of one lock name. Everything a
+//! binding needs to know about a hold (its token, its count, its loss) is
+//! asked of the lock by owner, answered from the core machine, so a binding
+//! that releases by owner keeps no guards and no bookkeeping of its own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,9 +79,18 @@ impl Lock {
 
     /// Ends one hold of `owner` and waits until the server has released the
     /// lock (at once for a reentrant hold). [`Error::NotHeld`] if `owner`
-    /// does not hold it; the lock is then unchanged.
+    /// does not hold it; the lock is then unchanged. The current grant goes
+    /// first; once it is gone, each hold of a lost grant reports
+    /// [`Error::Lost`] (newest first, as a stack of guards would).
     pub async fn release_as(&self, owner: OwnerId) -> Result<()> {
         self.release_hold(owner, None).await
+    }
+
+    /// Ends one hold of `owner`'s grant with fencing token `token` (what a
+    /// binding's guard object releases): [`Error::Lost`] if that grant was
+    /// lost, and then the owner's newer grant, if any, is untouched.
+    pub async fn release_grant(&self, owner: OwnerId, token: u64) -> Result<()> {
+        self.release_hold(owner, Some(FencingToken(token))).await
     }
 
     async fn release_hold(&self, owner: OwnerId, token: Option<FencingToken>) -> Result<()> {
@@ -89,9 +101,27 @@ impl Lock {
         Ok(())
     }
 
+    /// `owner`'s current grant: its fencing token and hold count. `None`
+    /// if it holds none (a lost grant is no longer held).
+    pub fn hold(&self, owner: OwnerId) -> Option<HoldInfo> {
+        self.shared.hold(self.name(), owner).map(|(count, token)| HoldInfo { token: token.0, count })
+    }
+
+    /// The fencing token of `owner`'s newest unreleased hold:
+    /// [`Error::Lost`] if that is a lost grant, [`Error::NotHeld`] if none.
+    pub fn fencing_token_of(&self, owner: OwnerId) -> Result<u64> {
+        if let Some(hold) = self.hold(owner) {
+            return Ok(hold.token);
+        }
+        match self.shared.unreleased_loss(self.name(), owner) {
+            Some(reason) => Err(Error::Lost { name: self.name().to_owned(), reason }),
+            None => Err(Error::NotHeld(self.name().to_owned())),
+        }
+    }
+
     /// How many times `owner` holds the lock in this client (0: not at all).
     pub fn hold_count(&self, owner: OwnerId) -> u32 {
-        self.shared.hold_count(self.name(), owner)
+        self.hold(owner).map_or(0, |h| h.count)
     }
 
     /// How many times the calling task holds the lock.
@@ -107,6 +137,43 @@ impl Lock {
     /// The Redis hash field `owner` holds this lock under (`<client id>:<owner>`).
     pub fn redis_field(&self, owner: OwnerId) -> String {
         self.shared.redis_field(owner)
+    }
+}
+
+/// One owner's current grant of a lock, as [`Lock::hold`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldInfo {
+    /// The grant's fencing token (re-entries share it).
+    pub token: u64,
+    /// How many holds of it the owner has not released.
+    pub count: u32,
+}
+
+/// The loss signal of one grant (every re-entry of it shares it): resolves
+/// with the reason when the grant is lost, or with `None` once its last
+/// hold is released first. Needs no task: await it where you like.
+#[derive(Debug, Clone)]
+pub struct LossWatch {
+    rx: watch::Receiver<Option<LossReason>>,
+}
+
+impl LossWatch {
+    /// Why the grant was lost, if it was.
+    pub fn reason(&self) -> Option<LossReason> {
+        *self.rx.borrow()
+    }
+
+    /// `Some(reason)` when the grant is lost; `None` when it is released
+    /// first (the runtime drops the grant's sender on release).
+    pub async fn ended(mut self) -> Option<LossReason> {
+        loop {
+            if let Some(reason) = *self.rx.borrow_and_update() {
+                return Some(reason);
+            }
+            if self.rx.changed().await.is_err() {
+                return *self.rx.borrow();
+            }
+        }
     }
 }
 
@@ -141,6 +208,7 @@ pub struct Guard {
     owner: OwnerId,
     token: FencingToken,
     hold: Arc<HoldState>,
+    reentry: bool,
     done: bool,
 }
 
@@ -152,7 +220,13 @@ impl std::fmt::Debug for Guard {
 
 impl Guard {
     fn new(lock: Lock, owner: OwnerId, grant: Grant) -> Self {
-        Guard { lock, owner, token: grant.token, hold: grant.hold, done: false }
+        Guard { lock, owner, token: grant.token, hold: grant.hold, reentry: grant.reentry > 0, done: false }
+    }
+
+    /// Is this a re-entry of a grant the owner already held? A new grant
+    /// (`false`) is the one whose [`Self::loss_watch`] a binding forwards.
+    pub fn is_reentry(&self) -> bool {
+        self.reentry
     }
 
     /// The fencing token of this grant: larger than any earlier grant's.
@@ -178,20 +252,16 @@ impl Guard {
 
     /// Resolves when the lock is lost; never, if it is released first.
     pub async fn lost(&self) -> LossReason {
-        let mut rx = self.hold.lost.subscribe();
-        loop {
-            if let Some(r) = *rx.borrow_and_update() {
-                return r;
-            }
-            if rx.changed().await.is_err() {
-                std::future::pending::<()>().await;
-            }
+        match self.loss_watch().ended().await {
+            Some(reason) => reason,
+            None => std::future::pending().await,
         }
     }
 
-    /// A watch of the loss state, for bindings that forward it elsewhere.
-    pub fn loss_watch(&self) -> watch::Receiver<Option<LossReason>> {
-        self.hold.lost.subscribe()
+    /// This grant's loss signal, for bindings that forward it elsewhere.
+    /// It outlives the guard: [`Self::into_token`] does not end it.
+    pub fn loss_watch(&self) -> LossWatch {
+        LossWatch { rx: self.hold.lost.subscribe() }
     }
 
     /// Ends this hold and waits for the server. [`Error::Lost`] if the lock

@@ -7,10 +7,9 @@ mod support;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use polylock::{Client, ClientOptions, Error, Lock, LossReason, OwnerId};
+use polylock::{Client, ClientOptions, Error, Lock, LossWatch, OwnerId};
 use serde_json::Value;
 use support::*;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 fn outcome(r: &Result<u64, Error>) -> &'static str {
@@ -34,7 +33,7 @@ struct Run {
     clients: Vec<Client>,
     tokens: HashMap<String, u64>,
     background: HashMap<String, JoinHandle<Result<u64, Error>>>,
-    loss: HashMap<(usize, u64), watch::Receiver<Option<LossReason>>>,
+    loss: HashMap<(usize, u64), LossWatch>,
 }
 
 impl Run {
@@ -182,12 +181,12 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
                 _ => run.clients[c].debug_expire_session().await.unwrap(),
             },
             "await_lost" => {
-                let mut w = run.loss.get(&(c, owner)).expect("await_lost needs a grant").clone();
+                let w = run.loss.get(&(c, owner)).expect("await_lost needs a grant").clone();
                 let within = Duration::from_millis(step["within_ms"].as_u64().unwrap_or(10_000));
-                tokio::time::timeout(within, w.wait_for(|v| v.is_some()))
+                tokio::time::timeout(within, w.ended())
                     .await
                     .unwrap_or_else(|_| panic!("{ctx}: loss not reported"))
-                    .unwrap();
+                    .unwrap_or_else(|| panic!("{ctx}: released, not lost"));
             }
             "lock_name" => {
                 let name = step["name"].as_str().unwrap();

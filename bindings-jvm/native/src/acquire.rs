@@ -19,7 +19,8 @@ use crate::runtime;
 use crate::upcalls;
 
 pub(crate) struct PendingAcquire {
-    lock: Arc<LockHandle>,
+    /// Keeps the Java lock handle (and its client's count) alive while the acquire runs.
+    _lock: Arc<LockHandle>,
     owner: u64,
     task: Mutex<Option<JoinHandle<polylock::Result<Guard>>>>,
 }
@@ -37,7 +38,7 @@ pub(crate) fn start(lock: Arc<LockHandle>, owner: u64, timeout_nanos: i64) -> Pe
     let timeout = timeout_of(timeout_nanos);
     let l = lock.lock.clone();
     let task = runtime::spawn(async move { l.acquire_as(OwnerId(owner), timeout).await });
-    PendingAcquire { lock, owner, task: Mutex::new(Some(task)) }
+    PendingAcquire { _lock: lock, owner, task: Mutex::new(Some(task)) }
 }
 
 impl PendingAcquire {
@@ -56,7 +57,7 @@ impl PendingAcquire {
         };
         *slot = None;
         match joined {
-            Ok(Ok(guard)) => Ok(claim(&self.lock, self.owner, guard, listener) as i64),
+            Ok(Ok(guard)) => Ok(claim(self.owner, guard, listener) as i64),
             Ok(Err(Error::Timeout(_) | Error::WouldBlock(_))) => Ok(NOT_GRANTED),
             Ok(Err(e)) => Err(e.into()),
             Err(join) => Err(Failure::Panic(format!("acquire task failed: {join}"))),
@@ -75,22 +76,17 @@ impl PendingAcquire {
     }
 }
 
-/// Keeps the hold in the runtime (Java releases by owner) and, for a first
-/// hold, forwards its loss to `listener`. Returns the fencing token.
-fn claim(lock: &Arc<LockHandle>, owner: u64, guard: Guard, listener: GlobalRef) -> u64 {
-    let first_hold = lock.lock.hold_count(OwnerId(owner)) == 1;
-    if first_hold {
-        let mut watch = guard.loss_watch();
+/// Keeps the hold in the runtime (Java releases by owner) and, for a new
+/// grant (re-entries share its signal), forwards its loss to `listener`.
+/// Returns the fencing token.
+fn claim(owner: u64, guard: Guard, listener: GlobalRef) -> u64 {
+    if !guard.is_reentry() {
+        let loss = guard.loss_watch();
         runtime::spawn(async move {
-            let reason = loop {
-                if let Some(r) = *watch.borrow_and_update() {
-                    break r;
-                }
-                if watch.changed().await.is_err() {
-                    return; // released: the hold is gone, and the sender with it
-                }
-            };
-            upcalls::notify_lost(&listener, owner, &reason.to_string());
+            // None: released first, and the hold's signal with it.
+            if let Some(reason) = loss.ended().await {
+                upcalls::notify_lost(&listener, owner, &reason.to_string());
+            }
         });
     }
     guard.into_token()
@@ -106,7 +102,7 @@ pub(crate) fn start_async(
 ) -> PendingAsync {
     let task = runtime::spawn(async move {
         let result = match lock.lock.acquire_as(OwnerId(owner), None).await {
-            Ok(guard) => Ok(claim(&lock, owner, guard, listener)),
+            Ok(guard) => Ok(claim(owner, guard, listener)),
             Err(e) => Err(Failure::Polylock(e)),
         };
         upcalls::complete(&completion, result);

@@ -155,6 +155,20 @@ pub extern "system" fn Java_io_polylock_Native_lockHoldCount<'l>(
     })
 }
 
+/// The fencing token of `owner`'s current grant, or -1 if it holds none.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_lockFencingToken<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    lock: jlong,
+    owner: jlong,
+) -> jlong {
+    guarded(&mut env, -1, |_| {
+        let h = handles::get::<LockHandle>(lock)?;
+        Ok(h.lock.hold(OwnerId(owner as u64)).map_or(-1, |hold| hold.token as jlong))
+    })
+}
+
 #[no_mangle]
 pub extern "system" fn Java_io_polylock_Native_lockHeldLocally<'l>(
     mut env: JNIEnv<'l>,

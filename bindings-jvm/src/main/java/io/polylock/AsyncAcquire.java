@@ -40,7 +40,6 @@ final class AsyncAcquire {
             if (error != null) {
                 future.completeExceptionally(error);
             } else {
-                lock.granted(owner, token);
                 if (!future.complete(null)) {
                     lock.releaseAs(owner); // cancelled meanwhile: nobody will unlock this hold
                 }

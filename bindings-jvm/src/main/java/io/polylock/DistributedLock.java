@@ -2,10 +2,8 @@ package io.polylock;
 
 import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
-import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.Lock;
@@ -34,8 +32,6 @@ public final class DistributedLock implements Lock {
     private final String name;
     private final long handle;
     private final LossListener listener = new LossListener();
-    /** Fencing token of each owner's current hold. */
-    private final Map<Long, Long> tokens = new ConcurrentHashMap<>();
 
     DistributedLock(String name, long handle) {
         this.name = name;
@@ -138,8 +134,13 @@ public final class DistributedLock implements Lock {
 
     /** The fencing token of the calling thread's hold: larger than any earlier grant's. */
     public long fencingToken() {
-        Long token = getHoldCount() > 0 ? tokens.get(Owners.current()) : null;
-        if (token == null) {
+        long token;
+        try {
+            token = Native.lockFencingToken(handle, Owners.current()); // -1: no current grant
+        } finally {
+            Reference.reachabilityFence(this);
+        }
+        if (token < 0) {
             throw new IllegalMonitorStateException("lock " + name + " is not held by this thread");
         }
         return token;
@@ -223,11 +224,7 @@ public final class DistributedLock implements Lock {
     }
 
     private boolean grantedOrFalse(long r) {
-        if (r == Native.NOT_GRANTED) {
-            return false;
-        }
-        granted(Owners.current(), r);
-        return true;
+        return r != Native.NOT_GRANTED;
     }
 
     private void grantedOrFail(long r) {
@@ -236,17 +233,10 @@ public final class DistributedLock implements Lock {
         }
     }
 
-    void granted(long owner, long token) {
-        tokens.put(owner, token);
-    }
-
     void releaseAs(long owner) {
         try {
             Native.release(handle, owner);
         } finally {
-            if (Native.lockHoldCount(handle, owner) == 0) {
-                tokens.remove(owner);
-            }
             Reference.reachabilityFence(this);
         }
     }

@@ -42,6 +42,9 @@ final class Native {
 
     static native int lockHoldCount(long lock, long owner);
 
+    /** The fencing token of the owner's current grant, or -1 if it holds none. */
+    static native long lockFencingToken(long lock, long owner);
+
     static native boolean lockHeldLocally(long lock);
 
     static native String lockRedisField(long lock, long owner);
