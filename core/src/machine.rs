@@ -291,17 +291,9 @@ impl LockMachine {
             self.abandon_active_for(now, w.ticket);
             self.events.push_back(Event::Failed { ticket: w.ticket, owner: w.owner, error: Error::Closed });
         }
-        if let Some(h) = self.holder.take() {
-            // Told before the release that gives the lock away is sent
-            // (events are drained before commands), and each hold's release
-            // reports it.
-            self.lost.push(LostHolds {
-                owner: h.owner,
-                token: h.token,
-                reason: LossReason::Closed,
-                remaining: h.count,
-            });
-            self.events.push_back(Event::Lost { owner: h.owner, token: h.token, reason: LossReason::Closed });
+        // Told before the release that gives the lock away is sent (events
+        // are drained before commands).
+        if self.lose_holder(LossReason::Closed) {
             if let Some(mut slot) = self.active.take() {
                 let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
                 slot.claim.give_up(&mut cx);
@@ -536,10 +528,7 @@ impl LockMachine {
                 self.retire(slot);
             }
             Progress::Lost(reason) => {
-                if let Some(h) = self.holder.take() {
-                    self.lost.push(LostHolds { owner: h.owner, token: h.token, reason, remaining: h.count });
-                    self.events.push_back(Event::Lost { owner: h.owner, token: h.token, reason });
-                }
+                self.lose_holder(reason);
                 slot.ticket = None;
                 let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
                 slot.claim.give_up(&mut cx);
@@ -580,18 +569,19 @@ impl LockMachine {
         }
     }
 
+    /// The holder, if any, lost the lock: it is told, and each of its holds'
+    /// releases will report the loss. False if nobody held it.
+    fn lose_holder(&mut self, reason: LossReason) -> bool {
+        let Some(h) = self.holder.take() else { return false };
+        self.lost.push(LostHolds { owner: h.owner, token: h.token, reason, remaining: h.count });
+        self.events.push_back(Event::Lost { owner: h.owner, token: h.token, reason });
+        true
+    }
+
     /// A protocol error: report it to everyone and refuse further work.
     fn fail(&mut self, now: Instant, mut slot: Slot, e: Error) {
         self.fatal = Some(e.clone());
-        if let Some(h) = self.holder.take() {
-            self.lost.push(LostHolds {
-                owner: h.owner,
-                token: h.token,
-                reason: LossReason::Protocol,
-                remaining: h.count,
-            });
-            self.events.push_back(Event::Lost { owner: h.owner, token: h.token, reason: LossReason::Protocol });
-        }
+        self.lose_holder(LossReason::Protocol);
         for w in std::mem::take(&mut self.waiters) {
             self.events.push_back(Event::Failed { ticket: w.ticket, owner: w.owner, error: e.clone() });
         }
