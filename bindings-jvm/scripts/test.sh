@@ -12,7 +12,7 @@ if [[ -z "${POLYLOCK_TEST_REDIS:-}" || -z "${POLYLOCK_TEST_ZK:-}" ]]; then
 fi
 rm -rf bindings-jvm/target/surefire-reports  # count this run only
 status=0
-mvn -B -q -ntp -f bindings-jvm/pom.xml verify "$@" || status=$?
+mvn -B -q -ntp -f bindings-jvm/pom.xml verify -Dpolylock.cargoFeatures=test-hooks "$@" || status=$?
 # -q hides Surefire's summary: print one closing line from its reports.
 reports=(bindings-jvm/target/surefire-reports/TEST-*.xml)
 if [[ -e "${reports[0]}" ]]; then

@@ -10,7 +10,10 @@ const pkgDir = join(dirname(fileURLToPath(import.meta.url)), '..')
 const repoRoot = join(pkgDir, '..')
 const targetDir = process.env.CARGO_TARGET_DIR || join(repoRoot, 'target')
 
-execFileSync('cargo', ['build', '--release', '-p', 'polylock-node'], { cwd: pkgDir, stdio: 'inherit' })
+// `--test-hooks` (npm test): with the fault-injection hooks the suite uses;
+// without it (npm install, npm run build) they are left out, as in releases.
+const features = process.argv.includes('--test-hooks') ? ['--features', 'test-hooks'] : []
+execFileSync('cargo', ['build', '--release', '-p', 'polylock-node', ...features], { cwd: pkgDir, stdio: 'inherit' })
 
 const libName = {
   linux: 'libpolylock_node.so',

@@ -37,7 +37,14 @@ impl NativeClientOptions {
         if let Some(ms) = self.lease_ms {
             o.lease = millis("leaseMs", ms)?;
         }
-        o.debug_faults = self.debug_faults.unwrap_or(false);
+        #[cfg(feature = "test-hooks")]
+        {
+            o.debug_faults = self.debug_faults.unwrap_or(false);
+        }
+        #[cfg(not(feature = "test-hooks"))]
+        if self.debug_faults == Some(true) {
+            return Err(polylock::test_hooks_missing("debugFaults")).napi_err();
+        }
         Ok(o)
     }
 }
@@ -134,6 +141,12 @@ impl NativeClient {
     #[napi]
     pub fn debug_expire_session<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let client = self.client()?;
-        env.spawn_future(async move { client.debug_expire_session().await.napi_err() })
+        #[cfg(feature = "test-hooks")]
+        return env.spawn_future(async move { client.debug_expire_session().await.napi_err() });
+        #[cfg(not(feature = "test-hooks"))]
+        env.spawn_future(async move {
+            drop(client);
+            Err::<(), _>(polylock::test_hooks_missing("debugExpireSession")).napi_err()
+        })
     }
 }

@@ -29,10 +29,11 @@ fi
 : "${POLYLOCK_TEST_REDIS:?not set: run scripts/services start}"
 : "${POLYLOCK_TEST_ZK:?not set: run scripts/services start}"
 
-step "build (maturin develop --release, shared target dir)"
+step "build (maturin develop --release --features test-hooks, shared target dir)"
 cd "$pkg"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
-maturin develop --release --quiet
+# The suite injects faults (_debug_faults): a build with the test hooks.
+maturin develop --release --quiet --features test-hooks
 
 step "stubtest"
 python -m mypy.stubtest polylock._native

@@ -38,13 +38,22 @@ pub(crate) fn connect(
     debug_faults: bool,
 ) -> PyResult<Client> {
     refuse_zookeeper_after_fork(&url)?;
+    // `..default()` fills `debug_faults` when the runtime has its test hooks
+    // (unified in by another crate) but this binding does not use them.
+    #[allow(clippy::needless_update)]
     let opts = ClientOptions {
         connect_timeout: required("connect_timeout", connect_timeout)?,
         request_timeout: required("request_timeout", request_timeout)?,
         session_timeout: required("session_timeout", session_timeout)?,
         lease: required("lease", lease)?,
+        #[cfg(feature = "test-hooks")]
         debug_faults,
+        ..ClientOptions::default()
     };
+    #[cfg(not(feature = "test-hooks"))]
+    if debug_faults {
+        return Err(polylock::test_hooks_missing("debug_faults")).py_err();
+    }
     let client =
         wait(py, OnInterrupt::Abort, async move { polylock::Client::connect_with(&url, opts).await })?.py_err()?;
     Ok(Client { inner: ProcessBound::new(Arc::new(ClientInner { client })) })
@@ -117,8 +126,15 @@ impl Client {
     }
 
     /// Test hook: expire the ZooKeeper session from the server side.
+    #[cfg(feature = "test-hooks")]
     fn debug_expire_session(&self, py: Python<'_>) -> PyResult<()> {
         let client = self.inner.get()?.client.clone();
         wait(py, OnInterrupt::Abort, async move { client.debug_expire_session().await })?.py_err()
+    }
+
+    /// Without the test hooks compiled in: a clear error.
+    #[cfg(not(feature = "test-hooks"))]
+    fn debug_expire_session(&self) -> PyResult<()> {
+        Err(polylock::test_hooks_missing("debug_expire_session")).py_err()
     }
 }

@@ -29,6 +29,7 @@ pub struct ClientOptions {
     /// Tests only: route a single-host ZooKeeper connection through an
     /// in-process [`crate::fault::Proxy`], so `debug_expire_session` can
     /// partition this client for real. Default false.
+    #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub debug_faults: bool,
 }
@@ -40,6 +41,7 @@ impl Default for ClientOptions {
             request_timeout: Duration::from_secs(5),
             session_timeout: Duration::from_secs(10),
             lease: Duration::from_secs(30),
+            #[cfg(feature = "test-hooks")]
             debug_faults: false,
         }
     }
@@ -119,6 +121,7 @@ impl Client {
     /// partition does, by cutting the client off for longer than the session
     /// timeout. Needs `ClientOptions::debug_faults`; takes about the session
     /// timeout plus a second. On Redis it returns [`Error::InvalidOption`].
+    #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub async fn debug_expire_session(&self) -> Result<()> {
         let Transport::Zk(z) = &self.shared.transport else {
@@ -135,6 +138,7 @@ impl Client {
     }
 
     /// Tests only: ZooKeeper watches set and neither fired nor dropped (0 on Redis).
+    #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn debug_live_watches(&self) -> usize {
         match &self.shared.transport {
@@ -309,6 +313,7 @@ async fn connect_zk(
         None
     };
     // Tests only: put a cuttable proxy between this client and the server.
+    #[cfg(feature = "test-hooks")]
     let (connect, fault_proxy) = if opts.debug_faults && !connect.contains(',') && tls.is_none() {
         let (hostport, chroot) = match connect.find('/') {
             Some(i) => (&connect[..i], &connect[i..]),
@@ -332,6 +337,7 @@ async fn connect_zk(
     let transport = Transport::Zk(ZkTransport {
         client: RwLock::new(client),
         watches: crate::watches::Watches::new(),
+        #[cfg(feature = "test-hooks")]
         fault_proxy,
     });
     let shared = Shared::new(transport, base);

@@ -22,6 +22,7 @@ mod client;
 mod clock;
 mod driver;
 mod error;
+#[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod fault;
 mod lock;
@@ -37,3 +38,13 @@ pub use lock::{Guard, HoldInfo, Lock, LossWatch};
 pub use owner::current_owner;
 pub use polylock_core::{Backend, LossReason, OwnerId};
 pub use status::Status;
+
+/// What a binding's test hook (`debug_faults`, `debug_expire_session`)
+/// answers in a build without the `test-hooks` feature, as release
+/// packages are: a typed error in the caller's language, not a crash.
+#[doc(hidden)]
+pub fn test_hooks_missing(hook: &str) -> Error {
+    Error::InvalidOption(format!(
+        "{hook} is a test hook: this build of polylock has none (built without the test-hooks feature)"
+    ))
+}

@@ -143,6 +143,7 @@ pub(crate) struct ZkTransport {
     /// Every watch of this client, waited on by one task.
     pub(crate) watches: Arc<crate::watches::Watches>,
     /// Tests only: the proxy `debug_expire_session` cuts.
+    #[cfg(feature = "test-hooks")]
     pub(crate) fault_proxy: Option<crate::fault::Proxy>,
 }
 

@@ -93,6 +93,7 @@ impl Watches {
     }
 
     /// Watches set and neither fired nor dropped yet.
+    #[cfg(feature = "test-hooks")]
     pub(crate) fn live(&self) -> usize {
         self.table().live.len()
     }

@@ -18,3 +18,12 @@ for (const url of process.argv.slice(2)) {
   await client.close()
   console.log(`node ${url.split(':')[0]}: acquired (fencing token ${token}) and released`)
 }
+
+// A release package is built without the test hooks: asking for one is a
+// clear error, before any connection is made.
+const hooks = await connect(process.argv[2], { _debugFaults: true }).then(
+  (c) => c.close().then(() => 'compiled in'),
+  (e) => (String(e.message).includes('test-hooks') ? null : `unclear error: ${e.message}`),
+)
+if (hooks) throw new Error(`the release npm package's test hooks: ${hooks}`)
+console.log('node: no test hooks in the release package')

@@ -20,3 +20,13 @@ for url in sys.argv[1:]:
         assert not lock.held, "still held after `with`"
         assert not client.status(name).held, "the server still sees the lock held"
     print(f"python {url.split(':')[0]}: acquired (fencing token {token}) and released")
+
+# A release wheel is built without the test hooks: asking for one is a clear
+# error, before any connection is made.
+try:
+    polylock.connect(sys.argv[1], _debug_faults=True)
+except ValueError as e:
+    assert "test-hooks" in str(e), f"unclear error: {e}"
+else:
+    raise AssertionError("the release wheel has the test hooks compiled in")
+print("python: no test hooks in the release wheel")

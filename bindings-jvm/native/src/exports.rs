@@ -55,7 +55,14 @@ pub extern "system" fn Java_io_polylock_Native_clientConnect<'l>(
 ) -> jlong {
     guarded(&mut env, 0, |env| {
         let url = string(env, &url)?;
+        #[cfg(feature = "test-hooks")]
         let mut opts = ClientOptions { debug_faults: debug_faults == JNI_TRUE, ..ClientOptions::default() };
+        #[cfg(not(feature = "test-hooks"))]
+        let mut opts = if debug_faults == JNI_TRUE {
+            return Err(polylock::test_hooks_missing("debugFaults").into());
+        } else {
+            ClientOptions::default()
+        };
         for (field, ms) in [
             (&mut opts.connect_timeout, connect_timeout_ms),
             (&mut opts.request_timeout, request_timeout_ms),
@@ -113,7 +120,13 @@ pub extern "system" fn Java_io_polylock_Native_clientExpireSession<'l>(
 ) {
     guarded(&mut env, (), |_| {
         let h = handles::get::<ClientHandle>(client)?;
-        Ok(runtime::block_on(h.client.debug_expire_session())?)
+        #[cfg(feature = "test-hooks")]
+        return Ok(runtime::block_on(h.client.debug_expire_session())?);
+        #[cfg(not(feature = "test-hooks"))]
+        {
+            let _ = h;
+            Err(polylock::test_hooks_missing("expireSession").into())
+        }
     })
 }
 

@@ -1,6 +1,8 @@
 //! The `polylock` CLI against real servers: what it runs, what it prints,
 //! and the exit codes scripts and cron jobs depend on (README, "The CLI").
 
+// The runtime's test helpers, shared rather than copied.
+#[path = "../../runtime/tests/support/mod.rs"]
 mod support;
 
 use std::io::Read;
