@@ -233,6 +233,8 @@ pub struct World {
     pub sc: Scenario,
     now: u64,
     seq: u64,
+    /// The sequence number of the event being stepped.
+    current_seq: u64,
     queue: BTreeMap<(u64, u64), Ev>,
     pub rng: Rng,
     clients: Vec<Client>,
@@ -290,6 +292,7 @@ impl World {
             sc,
             now: 0,
             seq: 0,
+            current_seq: 0,
             queue: BTreeMap::new(),
             rng,
             clients,
@@ -309,6 +312,7 @@ impl World {
     }
 
     fn at(&mut self, t: u64, ev: Ev) {
+        // (time, sequence): at one instant, what was scheduled first runs first.
         self.seq += 1;
         self.queue.insert((t, self.seq), ev);
     }
@@ -389,7 +393,8 @@ impl World {
             self.at(t, Ev::AppStart { c });
         }
         let mut quiet_since: Option<u64> = None;
-        while let Some(((t, _), ev)) = self.queue.pop_first() {
+        while let Some(((t, seq), ev)) = self.queue.pop_first() {
+            self.current_seq = seq;
             self.out.steps += 1;
             if self.out.steps > self.sc.step_cap {
                 self.out.livelock = true;
@@ -472,8 +477,11 @@ impl World {
                 return;
             }
             if self.clients[c].paused_until > self.now {
+                // Deferred with its own sequence number, so at `until` it still
+                // comes before what was due later: a client's inputs keep
+                // their order across a pause.
                 let until = self.clients[c].paused_until;
-                self.at(until, ev);
+                self.queue.insert((until, self.current_seq), ev);
                 return;
             }
         }
