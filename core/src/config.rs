@@ -60,15 +60,7 @@ impl LockConfig {
 
     /// Checks the values; the machine refuses a config that fails here.
     pub fn validate(&self) -> Result<(), Error> {
-        if self.lease < Duration::from_millis(100) {
-            return Err(Error::InvalidOption(format!(
-                "lease must be at least 100 ms, got {} ms",
-                self.lease.as_millis()
-            )));
-        }
-        if self.lease > Duration::from_secs(86_400 * 365) {
-            return Err(Error::InvalidOption("lease must be at most one year".into()));
-        }
+        validate_lease(self.lease)?;
         if self.waiter_ttl < Duration::from_millis(100) {
             return Err(Error::InvalidOption("waiter_ttl must be at least 100 ms".into()));
         }
@@ -81,16 +73,18 @@ impl LockConfig {
         Ok(())
     }
 
-    /// Redis: how often a held lease is renewed (a third of the lease, as Redisson).
-    pub fn renew_interval(&self) -> Duration {
-        self.lease / 3
+    /// Sets the lease and the waiter TTL together: a waiter's queue entry
+    /// lives as long as the grant it waits for (the one rule for both).
+    pub fn set_lease(&mut self, lease: Duration) {
+        self.lease = lease;
+        self.waiter_ttl = lease;
     }
 
     /// Redis: the safety margin subtracted from the lease to get the local
     /// deadline: 1% of the lease for clock-rate drift (Redlock's figure) plus
     /// 2 ms, plus 10 ms for a driver's timer firing late.
     pub fn drift(&self) -> Duration {
-        self.lease / 100 + Duration::from_millis(12)
+        drift_for(self.lease)
     }
 
     /// ZooKeeper: how long after a reported disconnection a holder is told
@@ -113,6 +107,23 @@ impl LockConfig {
     pub fn disconnect_grace(&self) -> Duration {
         (self.session_timeout / 3).saturating_sub(Duration::from_millis(12))
     }
+}
+
+/// The drift margin of [`LockConfig::drift`] for any lease (a claim may run
+/// with a lease of its own).
+pub(crate) fn drift_for(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(12)
+}
+
+/// Checks a lease given per lock or per acquire, as [`LockConfig::validate`] does.
+pub(crate) fn validate_lease(lease: Duration) -> Result<(), Error> {
+    if lease < Duration::from_millis(100) {
+        return Err(Error::InvalidOption(format!("lease must be at least 100 ms, got {} ms", lease.as_millis())));
+    }
+    if lease > Duration::from_secs(86_400 * 365) {
+        return Err(Error::InvalidOption("lease must be at most one year".into()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -45,6 +45,10 @@ pub enum Error {
     /// throttling): the server's last reply, so the caller sees why.
     #[error("the server is unavailable: {0}")]
     Unavailable(String),
+    /// A one-shot read (a status query) got no answer: the connection or
+    /// session is down. Lock work retries instead; a read has no deadline to retry within.
+    #[error("no answer from the server: {0}")]
+    NoAnswer(String),
 }
 
 /// Why a held lock was lost. Carried by [`crate::Event::Lost`].

@@ -40,6 +40,7 @@ pub fn run(data: &[u8]) {
                 let opts = AcquireOptions {
                     no_wait: flags & 1 == 1,
                     deadline: (flags & 2 == 2).then(|| Instant::from_millis(now + u64::from(b.u16().unwrap_or(0)))),
+                    lease: (flags & 4 == 4).then(|| std::time::Duration::from_millis(100 + u64::from(flags))),
                 };
                 nonce += 1;
                 if let Ok(ticket) = m.acquire(t, owner, opts, Nonce(nonce)) {
@@ -65,8 +66,8 @@ pub fn run(data: &[u8]) {
                     0 => Notification::Message {
                         // Our nonces are 1.. (see acquire above): aim at a live claim's channel.
                         channel: format!(
-                            "redisson_lock__channel:{{/fuzz/lock}}:{}|{:016x}",
-                            m.redis_field(OwnerId(u64::from(b.byte().unwrap_or(0) % 4))),
+                            "redisson_lock__channel:{{/fuzz/lock}}:{}|{:032x}|30000",
+                            m.holder_id(OwnerId(u64::from(b.byte().unwrap_or(0) % 4))),
                             u64::from(b.byte().unwrap_or(0) % 8)
                         ),
                         payload: b.u16().unwrap_or(0).to_string(),

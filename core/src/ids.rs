@@ -72,6 +72,14 @@ impl Nonce {
     }
 }
 
+/// Who holds a grant, as every backend stores it: `<client uuid>:<owner>`,
+/// Redisson's `<client uuid>:<thread id>` layout. It is the Redis hash field
+/// of the grant and the data of a ZooKeeper node, and what
+/// [`crate::LockStatus::holder`] shows. The one definition of it.
+pub fn holder_id(client_id: Nonce, owner: OwnerId) -> String {
+    format!("{}:{}", client_id.to_uuid(), owner.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::OwnerId;

@@ -43,6 +43,9 @@ pub enum Op {
     /// not exists, so a missing node leaves no watch behind), the driver later
     /// reports [`Notification::WatchFired`] with this command's id.
     Stat { path: String, watch: bool },
+    /// ZooKeeper: the data and czxid of `path`, no watch (a status read).
+    /// Reply: [`Reply::Data`] or [`Reply::NoNode`].
+    GetData { path: String },
     /// ZooKeeper: delete `path`, any version. Reply: [`Reply::Done`] or [`Reply::NoNode`].
     Delete { path: String },
     /// ZooKeeper: the watch set by the [`Op::Stat`] command `watch` is no
@@ -73,6 +76,8 @@ pub enum Reply {
     Children(Vec<String>),
     /// ZooKeeper stat/getData: the node's czxid.
     Stat { czxid: i64 },
+    /// ZooKeeper getData ([`Op::GetData`]): the node's data and czxid.
+    Data { data: Vec<u8>, czxid: i64 },
     /// ZooKeeper: the node does not exist.
     NoNode,
     /// Success with nothing to report (subscribe, unsubscribe, delete, containers).

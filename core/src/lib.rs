@@ -72,6 +72,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_debug_implementations)]
 
+mod backend;
+mod claim;
 mod config;
 mod error;
 #[doc(hidden)]
@@ -81,18 +83,22 @@ pub mod io;
 pub mod keyslot;
 mod machine;
 pub mod name;
-pub mod redis;
 pub mod refusal;
-mod slot;
+mod status;
+mod table;
 mod time;
-pub mod zk;
+mod timers;
+
+pub use backend::{redis, zk};
 
 pub use config::{Backend, LockConfig};
 pub use error::{Error, LossReason};
-pub use ids::{FencingToken, Nonce, OwnerId, ReleaseId, RequestId, Ticket};
+pub use ids::{holder_id, FencingToken, Nonce, OwnerId, ReleaseId, RequestId, Ticket};
 pub use io::{
     Command, ConnectionEvent, Event, Notification, Op, RedisValue, ReleaseProgress, Reply, Script, TransportError,
 };
 pub use machine::{AcquireOptions, LockMachine};
 pub use name::LockName;
+pub use status::LockStatus;
+pub use table::{LockTable, Output, StatusId};
 pub use time::Instant;

@@ -8,15 +8,17 @@
 //! a release wakes one of them.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
 
+use crate::claim::{Claim, Cx, Outbox, Progress};
 use crate::io::{Command, ConnectionEvent, Event, Notification, ReleaseProgress, Reply};
-use crate::redis::RedisClaim;
-use crate::slot::{Claim, Cx, Outbox, Progress};
+use crate::redis::{RedisClaim, RedisKeys, Terms};
 use crate::time::Clock;
 use crate::zk::ZkClaim;
 use crate::{
-    Backend, Error, FencingToken, Instant, LockConfig, LockName, LossReason, Nonce, OwnerId, ReleaseId, RequestId,
-    Ticket,
+    holder_id, Backend, Error, FencingToken, Instant, LockConfig, LockName, LossReason, Nonce, OwnerId, ReleaseId,
+    RequestId, Ticket,
 };
 
 /// How to acquire.
@@ -26,6 +28,16 @@ pub struct AcquireOptions {
     pub deadline: Option<Instant>,
     /// Try once without waiting: [`Error::WouldBlock`] if someone else holds it.
     pub no_wait: bool,
+    /// Redis: this acquire's lease (and its queue entry's TTL), instead of
+    /// the config's. A re-entry keeps the lease of the grant it enters.
+    pub lease: Option<Duration>,
+}
+
+/// Where the lock lives on its backend, worked out once per machine.
+#[derive(Debug)]
+enum Layout {
+    Redis(Arc<RedisKeys>),
+    ZooKeeper(Arc<str>),
 }
 
 #[derive(Debug)]
@@ -34,6 +46,7 @@ struct Waiter {
     owner: OwnerId,
     deadline: Option<Instant>,
     no_wait: bool,
+    lease: Option<Duration>,
     nonce: Nonce,
 }
 
@@ -75,6 +88,7 @@ impl std::fmt::Debug for Slot {
 pub struct LockMachine {
     cfg: LockConfig,
     name: LockName,
+    layout: Layout,
     client_id: Nonce,
     clock: Clock,
     out: Outbox,
@@ -104,9 +118,14 @@ impl LockMachine {
     /// (the Redis field prefix and ZooKeeper node data).
     pub fn new(cfg: LockConfig, name: LockName, client_id: Nonce) -> Result<Self, Error> {
         cfg.validate()?;
+        let layout = match cfg.backend {
+            Backend::Redis => Layout::Redis(Arc::new(RedisKeys::of(&name))),
+            Backend::ZooKeeper => Layout::ZooKeeper(crate::zk::lock_path(&name).into()),
+        };
         Ok(LockMachine {
             cfg,
             name,
+            layout,
             client_id,
             clock: Clock::default(),
             out: Outbox::default(),
@@ -155,9 +174,9 @@ impl LockMachine {
         self.waiters.len()
     }
 
-    /// The Redis hash field (`<client uuid>:<owner>`) an owner holds the lock under.
-    pub fn redis_field(&self, owner: OwnerId) -> String {
-        crate::redis::field(self.client_id, owner)
+    /// How `owner`'s grants are recorded on the server ([`holder_id`]).
+    pub fn holder_id(&self, owner: OwnerId) -> String {
+        holder_id(self.client_id, owner)
     }
 
     /// True when nothing is held, awaited or being cleaned up, no output
@@ -192,27 +211,45 @@ impl LockMachine {
         opts: AcquireOptions,
         nonce: Nonce,
     ) -> Result<Ticket, Error> {
+        let ticket = Ticket(self.next_ticket + 1);
+        self.acquire_as(ticket, now, owner, opts, nonce)?;
+        self.next_ticket += 1;
+        Ok(ticket)
+    }
+
+    /// [`Self::acquire`] with a ticket the caller allocated (the lock
+    /// table's, unique across its machines).
+    pub(crate) fn acquire_as(
+        &mut self,
+        ticket: Ticket,
+        now: Instant,
+        owner: OwnerId,
+        opts: AcquireOptions,
+        nonce: Nonce,
+    ) -> Result<(), Error> {
         let now = self.clock.observe(now);
         self.run_due(now);
         self.usable()?;
-        self.next_ticket += 1;
-        let ticket = Ticket(self.next_ticket);
+        if let Some(lease) = opts.lease {
+            crate::config::validate_lease(lease)?;
+        }
         if let Some(h) = self.holder.as_mut().filter(|h| h.owner == owner) {
             h.count = h.count.checked_add(1).ok_or_else(|| Error::InvalidOption("hold count overflow".into()))?;
             self.events.push_back(Event::Granted { ticket, owner, token: h.token, reentry: h.count - 1 });
-            return Ok(ticket);
+            return Ok(());
         }
         if opts.no_wait && (self.holder.is_some() || !self.waiters.is_empty()) {
             self.events.push_back(Event::Failed { ticket, owner, error: Error::WouldBlock });
-            return Ok(ticket);
+            return Ok(());
         }
         if opts.deadline.is_some_and(|d| d <= now) && !opts.no_wait {
             self.events.push_back(Event::Failed { ticket, owner, error: Error::Timeout });
-            return Ok(ticket);
+            return Ok(());
         }
-        self.waiters.push_back(Waiter { ticket, owner, deadline: opts.deadline, no_wait: opts.no_wait, nonce });
+        let w = Waiter { ticket, owner, deadline: opts.deadline, no_wait: opts.no_wait, lease: opts.lease, nonce };
+        self.waiters.push_back(w);
         self.pump(now);
-        Ok(ticket)
+        Ok(())
     }
 
     /// Ends one hold by `owner`: its current grant if it holds the lock,
@@ -228,6 +265,23 @@ impl LockMachine {
     /// owner's newer grant, if any, is untouched. `None` is [`Self::release`].
     pub fn release_hold(
         &mut self,
+        now: Instant,
+        owner: OwnerId,
+        token: Option<FencingToken>,
+    ) -> Result<ReleaseProgress, Error> {
+        let id = ReleaseId(self.next_release + 1);
+        let progress = self.release_hold_as(id, now, owner, token)?;
+        if progress == ReleaseProgress::Releasing(id) {
+            self.next_release += 1;
+        }
+        Ok(progress)
+    }
+
+    /// [`Self::release_hold`] naming the release `id` if the last hold ends
+    /// (the lock table's ids are unique across its machines).
+    pub(crate) fn release_hold_as(
+        &mut self,
+        id: ReleaseId,
         now: Instant,
         owner: OwnerId,
         token: Option<FencingToken>,
@@ -252,12 +306,10 @@ impl LockMachine {
             return Ok(ReleaseProgress::StillHeld { remaining: h.count });
         }
         self.holder = None;
-        self.next_release += 1;
-        let id = ReleaseId(self.next_release);
         if let Some(mut slot) = self.active.take() {
             slot.release = Some(id);
             slot.ticket = None;
-            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
             slot.claim.give_up(&mut cx);
             self.retire(slot);
         } else {
@@ -295,7 +347,7 @@ impl LockMachine {
         // are drained before commands).
         if self.lose_holder(LossReason::Closed) {
             if let Some(mut slot) = self.active.take() {
-                let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+                let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
                 slot.claim.give_up(&mut cx);
                 slot.ticket = None;
                 self.retire(slot);
@@ -312,12 +364,12 @@ impl LockMachine {
         self.run_due(now);
         if self.active.as_ref().is_some_and(|s| s.claim.owns(id)) {
             let mut slot = self.active.take().expect("checked above");
-            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
             let p = slot.claim.on_reply(&mut cx, id, reply);
             self.settle_active(now, slot, p);
         } else if let Some(i) = self.background.iter().position(|s| s.claim.owns(id)) {
             let mut slot = self.background.swap_remove(i);
-            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
             let p = slot.claim.on_reply(&mut cx, id, reply);
             self.settle_background(slot, p);
         }
@@ -428,18 +480,28 @@ impl LockMachine {
             return;
         }
         let Some(w) = self.waiters.front() else { return };
-        let field = self.redis_field(w.owner);
-        if self.background.iter().any(|s| s.claim.shared_identity() == Some(field.as_str())) {
+        let holder = self.holder_id(w.owner);
+        if self.background.iter().any(|s| s.claim.shared_identity() == Some(holder.as_str())) {
             // The same owner's previous claim is still leaving the server;
             // start once it is gone (its end calls pump again).
             return;
         }
-        let claim: Box<dyn Claim + Send + Sync> = match self.cfg.backend {
-            Backend::Redis => Box::new(RedisClaim::new(field, w.nonce.0 as u64, !w.no_wait, self.cfg.lease)),
-            Backend::ZooKeeper => Box::new(ZkClaim::new(w.nonce, field.into_bytes(), !w.no_wait, self.down_since)),
+        let claim: Box<dyn Claim + Send + Sync> = match &self.layout {
+            Layout::Redis(keys) => {
+                // An acquire's own lease also sets its queue entry's TTL: a
+                // waiter lives as long as the grant it waits for.
+                let terms = match w.lease {
+                    Some(lease) => Terms { lease, waiter_ttl: lease },
+                    None => Terms { lease: self.cfg.lease, waiter_ttl: self.cfg.waiter_ttl },
+                };
+                Box::new(RedisClaim::new(keys.clone(), holder, w.nonce.0, !w.no_wait, terms))
+            }
+            Layout::ZooKeeper(path) => {
+                Box::new(ZkClaim::new(path.clone(), w.nonce, holder.into_bytes(), !w.no_wait, self.down_since))
+            }
         };
         let mut slot = Slot { claim, ticket: Some(w.ticket), release: None };
-        let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+        let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
         slot.claim.begin(&mut cx);
         self.active = Some(slot);
     }
@@ -449,7 +511,7 @@ impl LockMachine {
         if self.active.as_ref().is_some_and(|s| s.ticket == Some(ticket) && self.holder.is_none()) {
             let mut slot = self.active.take().expect("checked above");
             slot.ticket = None;
-            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
             slot.claim.give_up(&mut cx);
             self.retire(slot);
         }
@@ -467,12 +529,12 @@ impl LockMachine {
 
     fn for_each_slot(&mut self, now: Instant, mut f: impl FnMut(&mut dyn Claim, &mut Cx<'_>) -> Progress) {
         if let Some(mut slot) = self.active.take() {
-            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
             let p = f(slot.claim.as_mut(), &mut cx);
             self.settle_active(now, slot, p);
         }
         for mut slot in std::mem::take(&mut self.background) {
-            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
             let p = f(slot.claim.as_mut(), &mut cx);
             self.settle_background(slot, p);
         }
@@ -486,12 +548,12 @@ impl LockMachine {
             Progress::Granted(token) => {
                 let Some(ticket) = slot.ticket else {
                     // Not wanted any more: should not happen, but never keep it.
-                    let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+                    let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
                     slot.claim.give_up(&mut cx);
                     return self.retire(slot);
                 };
                 let Some(pos) = self.waiters.iter().position(|w| w.ticket == ticket) else {
-                    let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+                    let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
                     slot.claim.give_up(&mut cx);
                     return self.retire(slot);
                 };
@@ -523,14 +585,14 @@ impl LockMachine {
             }
             Progress::Unavailable(text) => {
                 self.fail_ticket(&mut slot, Error::Unavailable(text));
-                let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+                let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
                 slot.claim.give_up(&mut cx);
                 self.retire(slot);
             }
             Progress::Lost(reason) => {
                 self.lose_holder(reason);
                 slot.ticket = None;
-                let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+                let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
                 slot.claim.give_up(&mut cx);
                 self.retire(slot);
             }
@@ -585,7 +647,7 @@ impl LockMachine {
         for w in std::mem::take(&mut self.waiters) {
             self.events.push_back(Event::Failed { ticket: w.ticket, owner: w.owner, error: e.clone() });
         }
-        let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg, name: &self.name };
+        let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
         slot.claim.give_up(&mut cx);
         slot.ticket = None;
         self.retire(slot);

@@ -1,10 +1,9 @@
-//! Lock names: validated once, then mapped to a Redis key and a ZooKeeper path.
-//!
-//! One name means the same lock from every language, so the mapping lives here:
-//! - Redis: the key is the name itself (Redisson's `getLock(name)` layout).
-//! - ZooKeeper: the path is the name if it starts with `/`, else `/` + name
-//!   (so `client.lock("/locks/orders-42")` meets Curator's
-//!   `InterProcessMutex(client, "/locks/orders-42")`).
+//! Lock names: validated once, for every backend. One name means the same
+//! lock from every language; each backend maps it
+//! ([`crate::redis::RedisKeys`]: the key is the name, Redisson's
+//! `getLock(name)` layout; [`crate::zk::lock_path`]: the name with a leading
+//! `/`, so `client.lock("/locks/orders-42")` meets Curator's
+//! `InterProcessMutex(client, "/locks/orders-42")`).
 
 use crate::Error;
 
@@ -15,9 +14,6 @@ pub const MAX_NAME_LEN: usize = 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct LockName {
     name: String,
-    /// What follows `prefix:` in each of polylock's own Redis keys (see
-    /// [`LockName::redis_fence_key`]); computed once, as it may take a search.
-    own_key_suffix: String,
 }
 
 impl LockName {
@@ -56,91 +52,18 @@ impl LockName {
         if path == "/zookeeper" || path.starts_with("/zookeeper/") {
             return Err(Error::InvalidName("'/zookeeper' is reserved by ZooKeeper".into()));
         }
-        Ok(LockName { name: name.to_owned(), own_key_suffix: own_key_suffix(name) })
+        Ok(LockName { name: name.to_owned() })
     }
 
     /// The name as given.
     pub fn as_str(&self) -> &str {
         &self.name
     }
-
-    /// Redis: the lock hash (Redisson layout: the key is the name).
-    pub fn redis_key(&self) -> &str {
-        &self.name
-    }
-
-    /// Redis: the fencing counter (it expires with the lease of the last
-    /// grant). Like the queue keys, in the lock key's cluster slot whatever
-    /// braces the name holds (see `own_key_suffix`).
-    pub fn redis_fence_key(&self) -> String {
-        self.redis_own_key("polylock_fence")
-    }
-
-    /// Redis: the FIFO of waiters (member: `<field>|<claim id>|<lease ms>`, score: arrival time).
-    pub fn redis_queue_key(&self) -> String {
-        self.redis_own_key("polylock_queue")
-    }
-
-    /// Redis: the liveness deadlines of the waiters (member as in the queue, score: deadline).
-    pub fn redis_queue_deadline_key(&self) -> String {
-        self.redis_own_key("polylock_queue_deadline")
-    }
-
-    fn redis_own_key(&self, prefix: &str) -> String {
-        format!("{prefix}:{}", self.own_key_suffix)
-    }
-
-    /// Redis: the channel Redisson waiters listen on; every release
-    /// publishes `0` here. Redisson's naming, so its waiters hear us:
-    /// `redisson_lock__channel:name` when the name holds a `{`, else
-    /// `redisson_lock__channel:{name}`.
-    pub fn redis_channel(&self) -> String {
-        if self.name.contains('{') {
-            format!("redisson_lock__channel:{}", self.name)
-        } else {
-            format!("redisson_lock__channel:{{{}}}", self.name)
-        }
-    }
-
-    /// Redis: the channel one polylock waiter listens on (Redisson's fair-lock
-    /// naming: the lock's channel, `:`, the waiter), named by its queue member.
-    pub fn redis_waiter_channel(&self, member: &str) -> String {
-        format!("{}:{member}", self.redis_channel())
-    }
-
-    /// ZooKeeper: the lock's parent node; contenders are its children.
-    pub fn zk_path(&self) -> String {
-        zk_path_of(&self.name)
-    }
 }
 
-/// Redis: what follows `prefix:` in polylock's own keys of a lock, so that
-/// each is in the lock key's cluster slot and never shared with another name:
-/// - a name without `}`: `prefix:{name}`. The braces are the key's
-///   hash tag, and the tag is the whole name, which is what Redis hashes
-///   for such a name (an unclosed `{` of the name is inside our tag);
-/// - a name with a `}`: `prefix:{tag}:name`, the tag being the name's
-///   own hash tag when it has one (`orders{42}`: `42`), else a short
-///   text computed to hash to the name's slot (`a{}b`, `a}b`: Redis
-///   hashes the whole name, which cannot sit inside braces).
-///
-/// The two shapes never meet: a `{tag}:name` key holds a `}` after its
-/// tag, a `{name}` key does not. Redisson's rule (`prefix:name` when the
-/// name holds a `{`) would put `a{}b`'s keys in another slot and give
-/// `abc` and `{abc}` one queue; it is kept for the channel Redisson
-/// shares with us ([`LockName::redis_channel`]).
-fn own_key_suffix(name: &str) -> String {
-    if !name.contains('}') {
-        return format!("{{{name}}}");
-    }
-    let tag = match crate::keyslot::hash_tag(name) {
-        Some(tag) => tag.to_owned(),
-        None => crate::keyslot::tag_for_slot(crate::keyslot::key_slot(name)),
-    };
-    format!("{{{tag}}}:{name}")
-}
-
-fn zk_path_of(name: &str) -> String {
+/// ZooKeeper: the lock's parent node (the name, with a leading `/` added
+/// when it has none); validation checks the name as this path.
+pub(crate) fn zk_path_of(name: &str) -> String {
     if name.starts_with('/') {
         name.to_owned()
     } else {
@@ -157,56 +80,11 @@ impl std::fmt::Display for LockName {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keyslot::key_slot;
 
     #[test]
     fn accepts_plain_and_path_names() {
-        let n = LockName::new("orders/42").unwrap();
-        assert_eq!(n.redis_key(), "orders/42");
-        assert_eq!(n.zk_path(), "/orders/42");
-        assert_eq!(n.redis_channel(), "redisson_lock__channel:{orders/42}");
-        let p = LockName::new("/locks/orders-42").unwrap();
-        assert_eq!(p.zk_path(), "/locks/orders-42");
-        assert_eq!(p.redis_fence_key(), "polylock_fence:{/locks/orders-42}");
-    }
-
-    /// Every polylock key of a lock hashes to the lock key's cluster slot,
-    /// for names of every brace shape (the Redis Cluster support needs it).
-    #[test]
-    fn every_key_of_a_lock_is_in_the_lock_keys_slot() {
-        for name in crate::keyslot::brace_shaped_names() {
-            let n = LockName::new(&name).unwrap();
-            let slot = key_slot(n.redis_key());
-            for key in [n.redis_fence_key(), n.redis_queue_key(), n.redis_queue_deadline_key()] {
-                assert_eq!(key_slot(&key), slot, "{key:?} is not in the slot of {name:?}");
-            }
-        }
-    }
-
-    /// Two names never share a key: a shared queue would let one lock's
-    /// waiters block the other's.
-    #[test]
-    fn different_names_have_different_keys() {
-        let mut seen = std::collections::HashMap::new();
-        for name in crate::keyslot::brace_shaped_names() {
-            let n = LockName::new(&name).unwrap();
-            for key in [n.redis_fence_key(), n.redis_queue_key(), n.redis_queue_deadline_key()] {
-                if let Some(other) = seen.insert(key.clone(), name.clone()) {
-                    panic!("{name:?} and {other:?} share {key:?}");
-                }
-            }
-        }
-    }
-
-    /// Redisson's `prefixName`: `prefix:name` when the name holds a `{`,
-    /// else `prefix:{name}`; its waiters listen there.
-    #[test]
-    fn the_release_channel_is_redissons() {
-        let channel = |name: &str| LockName::new(name).unwrap().redis_channel();
-        assert_eq!(channel("orders/42"), "redisson_lock__channel:{orders/42}");
-        assert_eq!(channel("orders{42}"), "redisson_lock__channel:orders{42}");
-        assert_eq!(channel("a{"), "redisson_lock__channel:a{");
-        assert_eq!(channel("a}"), "redisson_lock__channel:{a}}");
+        assert_eq!(LockName::new("orders/42").unwrap().as_str(), "orders/42");
+        assert_eq!(LockName::new("/locks/orders-42").unwrap().as_str(), "/locks/orders-42");
     }
 
     #[test]

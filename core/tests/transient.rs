@@ -85,7 +85,7 @@ fn a_waiter_refused_until_its_deadline_fails_unavailable_naming_the_reply() {
     set_now(0);
     let mut m = redis_machine();
     let owner = OwnerId(1);
-    let opts = AcquireOptions { deadline: Some(at(2_000)), no_wait: false };
+    let opts = AcquireOptions { deadline: Some(at(2_000)), no_wait: false, ..Default::default() };
     let ticket = m.acquire(at(0), owner, opts, Nonce(2)).unwrap();
     let refused = refuse_until(&mut m, BUSY, 2_000);
     assert!(refused >= 3, "retried with backoff inside the deadline, {refused} tries");
@@ -108,7 +108,9 @@ fn a_waiter_refused_until_its_deadline_fails_unavailable_naming_the_reply() {
 fn a_try_without_waiting_that_is_refused_fails_unavailable_at_once() {
     let mut m = redis_machine();
     let owner = OwnerId(1);
-    let ticket = m.acquire(at(0), owner, AcquireOptions { deadline: None, no_wait: true }, Nonce(2)).unwrap();
+    let ticket = m
+        .acquire(at(0), owner, AcquireOptions { deadline: None, no_wait: true, ..Default::default() }, Nonce(2))
+        .unwrap();
     let cmd = one_command(&mut m);
     m.handle_reply(at(1), cmd.id, Reply::Refused(READONLY.into()));
     assert_eq!(events(&mut m), vec![Event::Failed { ticket, owner, error: Error::Unavailable(READONLY.into()) }]);
@@ -200,7 +202,7 @@ fn zookeeper_throttling_is_retried_inside_the_deadline_and_named_at_it() {
     let cfg = LockConfig::new(Backend::ZooKeeper);
     let mut m = LockMachine::new(cfg, LockName::new("/t").unwrap(), Nonce(1)).unwrap();
     let owner = OwnerId(1);
-    let opts = AcquireOptions { deadline: Some(at(2_000)), no_wait: false };
+    let opts = AcquireOptions { deadline: Some(at(2_000)), no_wait: false, ..Default::default() };
     let ticket = m.acquire(at(0), owner, opts, Nonce(2)).unwrap();
     let throttled = "THROTTLEDOP request was throttled due to server heavy loading";
     let refused = refuse_until(&mut m, throttled, 2_000);
@@ -216,8 +218,22 @@ fn a_local_waiter_behind_a_refused_claim_is_told_unavailable_too() {
     set_now(0);
     let mut m = redis_machine();
     let (first, second) = (OwnerId(1), OwnerId(2));
-    let t1 = m.acquire(at(0), first, AcquireOptions { deadline: Some(at(3_000)), no_wait: false }, Nonce(2)).unwrap();
-    let t2 = m.acquire(at(0), second, AcquireOptions { deadline: Some(at(1_000)), no_wait: false }, Nonce(3)).unwrap();
+    let t1 = m
+        .acquire(
+            at(0),
+            first,
+            AcquireOptions { deadline: Some(at(3_000)), no_wait: false, ..Default::default() },
+            Nonce(2),
+        )
+        .unwrap();
+    let t2 = m
+        .acquire(
+            at(0),
+            second,
+            AcquireOptions { deadline: Some(at(1_000)), no_wait: false, ..Default::default() },
+            Nonce(3),
+        )
+        .unwrap();
     refuse_until(&mut m, BUSY, 1_000);
     set_now(1_000);
     m.handle_timeout(at(1_000));
@@ -243,7 +259,14 @@ fn a_local_waiter_behind_a_holder_times_out_even_while_renewals_are_refused() {
     let cmd = one_command(&mut m);
     m.handle_reply(at(0), cmd.id, granted(5));
     let _ = events(&mut m);
-    let t = m.acquire(at(0), waiter, AcquireOptions { deadline: Some(at(12_000)), no_wait: false }, Nonce(3)).unwrap();
+    let t = m
+        .acquire(
+            at(0),
+            waiter,
+            AcquireOptions { deadline: Some(at(12_000)), no_wait: false, ..Default::default() },
+            Nonce(3),
+        )
+        .unwrap();
     refuse_until(&mut m, BUSY, 12_000);
     set_now(12_000);
     m.handle_timeout(at(12_000));
@@ -258,7 +281,9 @@ fn a_refused_zookeeper_try_still_deletes_the_node_its_lost_create_made() {
     let cfg = LockConfig::new(Backend::ZooKeeper);
     let mut m = LockMachine::new(cfg, LockName::new("/t").unwrap(), Nonce(1)).unwrap();
     let owner = OwnerId(1);
-    let ticket = m.acquire(at(0), owner, AcquireOptions { deadline: None, no_wait: true }, Nonce(2)).unwrap();
+    let ticket = m
+        .acquire(at(0), owner, AcquireOptions { deadline: None, no_wait: true, ..Default::default() }, Nonce(2))
+        .unwrap();
     let create = m.poll_command().unwrap();
     let list = m.poll_command().unwrap();
     let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };

@@ -89,7 +89,7 @@ fn unwatches(sent: &[Command], watch: RequestId) -> bool {
 fn a_waiter_that_times_out_drops_its_watch() {
     let mut m = machine();
     let deadline = T0.saturating_add(Duration::from_millis(20));
-    let opts = AcquireOptions { deadline: Some(deadline), no_wait: false };
+    let opts = AcquireOptions { deadline: Some(deadline), no_wait: false, ..Default::default() };
     let (_, sent) = acquire_behind(&mut m, &["_c_other-lock-0000000003"], opts);
     let watch = predecessor_watch(&sent);
     m.handle_reply(T0, watch, Reply::Stat { czxid: 30 });

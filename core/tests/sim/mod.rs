@@ -268,7 +268,7 @@ impl World {
         for i in 0..sc.clients {
             let m =
                 LockMachine::new(cfg.clone(), name.clone(), Nonce(rng.next() as u128 | ((i as u128) << 64))).unwrap();
-            fields.push(m.redis_field(OwnerId(1)));
+            fields.push(m.holder_id(OwnerId(1)));
             clients.push(Client {
                 m,
                 app: App::Idle,

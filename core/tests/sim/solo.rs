@@ -48,7 +48,7 @@ impl Solo {
 
     pub fn acquire(&mut self, c: usize, owner: u64, no_wait: bool) {
         let n = self.nonce();
-        let opts = AcquireOptions { no_wait, deadline: None };
+        let opts = AcquireOptions { no_wait, ..Default::default() };
         self.machines[c].acquire(Instant::from_millis(self.now), OwnerId(owner), opts, n).unwrap();
         self.settle();
     }
@@ -114,7 +114,7 @@ impl Solo {
     /// Does the server say client `c`'s `owner` holds the lock?
     pub fn server_holder_is(&mut self, c: usize, owner: u64) -> bool {
         match self.backend {
-            Backend::Redis => self.redis.holder(self.now, LOCK) == Some(self.machines[c].redis_field(OwnerId(owner))),
+            Backend::Redis => self.redis.holder(self.now, LOCK) == Some(self.machines[c].holder_id(OwnerId(owner))),
             Backend::ZooKeeper => {
                 let Some(session) = self.zk.holder_session(LOCK) else { return false };
                 // The node's data names the owner.
@@ -125,7 +125,7 @@ impl Solo {
                     .filter(|(_, n)| n.ephemeral_session == Some(session))
                     .map(|(_, n)| n.data.clone())
                     .collect();
-                session == c as u64 + 1 && kids.contains(&self.machines[c].redis_field(OwnerId(owner)).into_bytes())
+                session == c as u64 + 1 && kids.contains(&self.machines[c].holder_id(OwnerId(owner)).into_bytes())
             }
         }
     }

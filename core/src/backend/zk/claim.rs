@@ -1,48 +1,14 @@
-//! The ZooKeeper protocol: Curator `InterProcessMutex`'s node layout and
-//! predecessor choice, and one claim's life as a state machine.
-//!
-//! - A contender creates `P/_c_<uuid>-lock-<seq>` EPHEMERAL_SEQUENTIAL
-//!   (Curator's "protected" name: the uuid prefix lets us find our node if
-//!   the create reply is lost), with CONTAINER parents made on demand.
-//! - The create and a getChildren of `P` go out together: one session's
-//!   requests are answered in order, so the list already holds our node and
-//!   an uncontended acquire costs one round trip.
-//! - Children sort by the text after the last `lock-` (Curator's rule), so
-//!   Curator and polylock contenders on one path form one queue.
-//! - Index 0 holds the lock; anyone else watches only its immediate
-//!   predecessor (getData with a watch), so a release wakes one waiter.
-//! - While held, our own node is watched (the watch goes out with the
-//!   grant, not before it), so a holder whose node someone else deletes is
-//!   told at once.
-//! - Fencing token: the czxid of our node, which grows across the ensemble
-//!   and survives the parent's deletion (the sequence number does not).
+//! One claim on a ZooKeeper lock as a state machine: create and list,
+//! watch the predecessor, hold (watching our own node), delete.
 
+use std::sync::Arc;
+
+use super::paths::{node_prefix, sorted_contenders};
+use crate::claim::{Claim, Cx, Progress};
 use crate::io::{ConnectionEvent, Notification, Op, Reply};
 use crate::refusal::Refusals;
-use crate::slot::{Backoff, Claim, Cx, Progress, Timer, Timers};
+use crate::timers::{Backoff, Timer, Timers};
 use crate::{Error, FencingToken, LossReason, Nonce, RequestId};
-
-/// Curator's lock node marker.
-pub const LOCK_MARKER: &str = "lock-";
-
-/// The text a child sorts by: after the last `lock-`, or the whole name.
-pub fn sort_key(child: &str) -> &str {
-    match child.rfind(LOCK_MARKER) {
-        Some(i) => &child[i + LOCK_MARKER.len()..],
-        None => child,
-    }
-}
-
-/// Children in lock order (a stable sort, as Java's `Collections.sort`).
-pub fn sorted_contenders(mut children: Vec<String>) -> Vec<String> {
-    children.sort_by(|a, b| sort_key(a).cmp(sort_key(b)));
-    children
-}
-
-/// The prefix of our node's name for a given protection uuid.
-pub fn node_prefix(uuid: &str) -> String {
-    format!("_c_{uuid}-{LOCK_MARKER}")
-}
 
 /// What the claim is trying to do right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +57,8 @@ enum Phase {
 /// One claim on a ZooKeeper lock.
 #[derive(Debug)]
 pub(crate) struct ZkClaim {
+    /// The lock's parent node ([`super::lock_path`]).
+    parent: Arc<str>,
     nonce: Nonce,
     generation: u64,
     uuid: String,
@@ -120,13 +88,20 @@ impl ZkClaim {
     fn arm_watchdog(&mut self, cx: &Cx<'_>) {
         let at = cx.now.saturating_add(cx.cfg.session_timeout / 4);
         self.watchdog_at = Some(at);
-        self.timers.set(Timer::Renew, at);
+        self.timers.set(Timer::Watchdog, at);
     }
 
     /// `data` is stored in the node (who holds it, for `status`);
     /// `down_since` is the machine's knowledge of the connection.
-    pub(crate) fn new(nonce: Nonce, data: Vec<u8>, wait: bool, down_since: Option<crate::Instant>) -> Self {
+    pub(crate) fn new(
+        parent: Arc<str>,
+        nonce: Nonce,
+        data: Vec<u8>,
+        wait: bool,
+        down_since: Option<crate::Instant>,
+    ) -> Self {
         ZkClaim {
+            parent,
             nonce,
             generation: 0,
             uuid: nonce.to_uuid(),
@@ -177,7 +152,7 @@ impl ZkClaim {
     fn watch_own_node(&mut self, cx: &mut Cx<'_>) {
         let Some((node, _)) = self.node.clone() else { return };
         self.timers.clear(Timer::Retry);
-        self.own_watch = Some(cx.out.send(Op::Stat { path: self.node_path(cx, &node), watch: true }));
+        self.own_watch = Some(cx.out.send(Op::Stat { path: self.node_path(&node), watch: true }));
     }
 
     /// Leaving `Watching` other than by the watch firing: the driver may drop it.
@@ -187,12 +162,12 @@ impl ZkClaim {
         }
     }
 
-    fn node_path(&self, cx: &Cx<'_>, node: &str) -> String {
-        format!("{}/{node}", cx.name.zk_path())
+    fn node_path(&self, node: &str) -> String {
+        format!("{}/{node}", self.parent)
     }
 
     fn send_create(&mut self, cx: &mut Cx<'_>) {
-        let parent = cx.name.zk_path();
+        let parent = self.parent.to_string();
         let create = cx.out.send(Op::CreateSequential {
             path: format!("{parent}/{}", node_prefix(&self.uuid)),
             data: self.data.clone(),
@@ -202,7 +177,7 @@ impl ZkClaim {
     }
 
     fn send_list(&mut self, cx: &mut Cx<'_>, recovering: bool) {
-        let list = Some(cx.out.send(Op::GetChildren { path: cx.name.zk_path() }));
+        let list = Some(cx.out.send(Op::GetChildren { path: self.parent.to_string() }));
         self.timers.clear(Timer::Retry);
         self.phase = if recovering { Phase::Recovering { list } } else { Phase::Listing { list } };
     }
@@ -210,7 +185,7 @@ impl ZkClaim {
     fn send_delete(&mut self, cx: &mut Cx<'_>) {
         match self.node.clone() {
             Some((node, _)) => {
-                let req = cx.out.send(Op::Delete { path: self.node_path(cx, &node) });
+                let req = cx.out.send(Op::Delete { path: self.node_path(&node) });
                 self.timers.clear(Timer::Retry);
                 self.phase = Phase::Deleting { req: Some(req) };
             }
@@ -273,7 +248,7 @@ impl ZkClaim {
             return Progress::Busy;
         }
         let predecessor = &sorted[index - 1];
-        let req = cx.out.send(Op::Stat { path: self.node_path(cx, predecessor), watch: true });
+        let req = cx.out.send(Op::Stat { path: self.node_path(predecessor), watch: true });
         self.phase = Phase::Watching { req };
         Progress::Pending
     }
@@ -284,7 +259,7 @@ impl ZkClaim {
         match children.into_iter().find(|c| c.starts_with(&prefix)) {
             Some(found) => {
                 self.node = Some((found.clone(), 0));
-                let req = cx.out.send(Op::Stat { path: self.node_path(cx, &found), watch: false });
+                let req = cx.out.send(Op::Stat { path: self.node_path(&found), watch: false });
                 self.phase = Phase::ReadingOwnNode { req: Some(req) };
                 Progress::Pending
             }
@@ -346,7 +321,7 @@ impl Claim for ZkClaim {
                     if self.goal == Goal::Leave {
                         return self.finish();
                     }
-                    let _ = cx.out.send(Op::CreateContainers { path: cx.name.zk_path() });
+                    let _ = cx.out.send(Op::CreateContainers { path: self.parent.to_string() });
                     self.send_create(cx);
                     Progress::Pending
                 }
@@ -526,7 +501,7 @@ impl Claim for ZkClaim {
                 self.timers.clear_all();
                 Progress::Lost(LossReason::Disconnected)
             }
-            (Timer::Renew, Phase::Held) => {
+            (Timer::Watchdog, Phase::Held) => {
                 let late = self.watchdog_at.map_or(std::time::Duration::ZERO, |at| cx.now.saturating_since(at));
                 if late > cx.cfg.session_timeout / 3 {
                     self.timers.clear_all();
@@ -549,7 +524,7 @@ impl Claim for ZkClaim {
             }
             (Timer::Retry, Phase::ReadingOwnNode { req: None }) => {
                 let node = self.node.clone().map(|(n, _)| n).unwrap_or_default();
-                let req = cx.out.send(Op::Stat { path: self.node_path(cx, &node), watch: false });
+                let req = cx.out.send(Op::Stat { path: self.node_path(&node), watch: false });
                 self.phase = Phase::ReadingOwnNode { req: Some(req) };
                 Progress::Pending
             }
@@ -593,24 +568,5 @@ impl Claim for ZkClaim {
 
     fn refusal(&self) -> Option<&str> {
         self.refusals.latest()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sorts_like_curator() {
-        let kids = vec![
-            "_c_b-lock-0000000003".to_owned(),
-            "_c_a-lock-0000000010".to_owned(),
-            "_c_c-lock-0000000001".to_owned(),
-        ];
-        let sorted = sorted_contenders(kids);
-        assert_eq!(sorted[0], "_c_c-lock-0000000001");
-        assert_eq!(sorted[2], "_c_a-lock-0000000010");
-        assert_eq!(sort_key("no-marker"), "no-marker");
-        assert_eq!(sort_key("x-lock-lock-0001"), "0001");
     }
 }

@@ -1,0 +1,151 @@
+//! Where a Redis lock lives: its keys and channels. The lock hash is the
+//! name itself (Redisson's `getLock(name)` layout); polylock's own keys sit
+//! in the lock key's cluster slot whatever braces the name holds.
+
+use crate::{keyslot, LockName};
+
+/// The keys and the release channel of one lock, computed once per lock
+/// (a name with a `}` may need a search for its tag).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedisKeys {
+    lock: String,
+    fence: String,
+    queue: String,
+    queue_deadline: String,
+    channel: String,
+}
+
+impl RedisKeys {
+    pub fn of(name: &LockName) -> Self {
+        let name = name.as_str();
+        let suffix = own_key_suffix(name);
+        RedisKeys {
+            lock: name.to_owned(),
+            fence: format!("polylock_fence:{suffix}"),
+            queue: format!("polylock_queue:{suffix}"),
+            queue_deadline: format!("polylock_queue_deadline:{suffix}"),
+            channel: if name.contains('{') {
+                format!("redisson_lock__channel:{name}")
+            } else {
+                format!("redisson_lock__channel:{{{name}}}")
+            },
+        }
+    }
+
+    /// The lock hash (Redisson layout: the key is the name), field
+    /// [`crate::holder_id`], value the hold count.
+    pub fn lock(&self) -> &str {
+        &self.lock
+    }
+
+    /// The fencing counter (it expires with the lease of the last grant).
+    pub fn fence(&self) -> &str {
+        &self.fence
+    }
+
+    /// The FIFO of waiters (member: `<field>|<claim id>|<lease ms>`, score: arrival time).
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// The liveness deadlines of the waiters (member as in the queue, score: deadline).
+    pub fn queue_deadline(&self) -> &str {
+        &self.queue_deadline
+    }
+
+    /// The channel Redisson waiters listen on; every release publishes `0`
+    /// here. Redisson's naming, so its waiters hear us:
+    /// `redisson_lock__channel:name` when the name holds a `{`, else
+    /// `redisson_lock__channel:{name}`.
+    pub fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// The channel one polylock waiter listens on (Redisson's fair-lock
+    /// naming: the lock's channel, `:`, the waiter), named by its queue member.
+    pub fn waiter_channel(&self, member: &str) -> String {
+        format!("{}:{member}", self.channel)
+    }
+}
+
+/// Redis: what follows `prefix:` in polylock's own keys of a lock, so that
+/// each is in the lock key's cluster slot and never shared with another name:
+/// - a name without `}`: `prefix:{name}`. The braces are the key's
+///   hash tag, and the tag is the whole name, which is what Redis hashes
+///   for such a name (an unclosed `{` of the name is inside our tag);
+/// - a name with a `}`: `prefix:{tag}:name`, the tag being the name's
+///   own hash tag when it has one (`orders{42}`: `42`), else a short
+///   text computed to hash to the name's slot (`a{}b`, `a}b`: Redis
+///   hashes the whole name, which cannot sit inside braces).
+///
+/// The two shapes never meet: a `{tag}:name` key holds a `}` after its
+/// tag, a `{name}` key does not. Redisson's rule (`prefix:name` when the
+/// name holds a `{`) would put `a{}b`'s keys in another slot and give
+/// `abc` and `{abc}` one queue; it is kept for the channel Redisson
+/// shares with us ([`RedisKeys::channel`]).
+fn own_key_suffix(name: &str) -> String {
+    if !name.contains('}') {
+        return format!("{{{name}}}");
+    }
+    let tag = match keyslot::hash_tag(name) {
+        Some(tag) => tag.to_owned(),
+        None => keyslot::tag_for_slot(keyslot::key_slot(name)),
+    };
+    format!("{{{tag}}}:{name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyslot::key_slot;
+
+    fn keys(name: &str) -> RedisKeys {
+        RedisKeys::of(&LockName::new(name).unwrap())
+    }
+
+    #[test]
+    fn plain_and_path_names() {
+        let k = keys("orders/42");
+        assert_eq!(k.lock(), "orders/42");
+        assert_eq!(k.channel(), "redisson_lock__channel:{orders/42}");
+        assert_eq!(keys("/locks/orders-42").fence(), "polylock_fence:{/locks/orders-42}");
+    }
+
+    /// Every polylock key of a lock hashes to the lock key's cluster slot,
+    /// for names of every brace shape (the Redis Cluster support needs it).
+    #[test]
+    fn every_key_of_a_lock_is_in_the_lock_keys_slot() {
+        for name in keyslot::brace_shaped_names() {
+            let k = keys(&name);
+            let slot = key_slot(k.lock());
+            for key in [k.fence(), k.queue(), k.queue_deadline()] {
+                assert_eq!(key_slot(key), slot, "{key:?} is not in the slot of {name:?}");
+            }
+        }
+    }
+
+    /// Two names never share a key: a shared queue would let one lock's
+    /// waiters block the other's.
+    #[test]
+    fn different_names_have_different_keys() {
+        let mut seen = std::collections::HashMap::new();
+        for name in keyslot::brace_shaped_names() {
+            let k = keys(&name);
+            for key in [k.fence(), k.queue(), k.queue_deadline()] {
+                if let Some(other) = seen.insert(key.to_owned(), name.clone()) {
+                    panic!("{name:?} and {other:?} share {key:?}");
+                }
+            }
+        }
+    }
+
+    /// Redisson's `prefixName`: `prefix:name` when the name holds a `{`,
+    /// else `prefix:{name}`; its waiters listen there.
+    #[test]
+    fn the_release_channel_is_redissons() {
+        assert_eq!(keys("orders/42").channel(), "redisson_lock__channel:{orders/42}");
+        assert_eq!(keys("orders{42}").channel(), "redisson_lock__channel:orders{42}");
+        assert_eq!(keys("a{").channel(), "redisson_lock__channel:a{");
+        assert_eq!(keys("a}").channel(), "redisson_lock__channel:{a}}");
+    }
+}

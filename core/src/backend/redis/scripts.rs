@@ -1,0 +1,182 @@
+//! The Lua scripts of the Redis protocol, each run as one `EVAL` (see
+//! the module docs of [`super`] for the layout they share with Redisson).
+
+use crate::io::Script;
+
+/// Shared Lua: the server's clock, and the first live waiter (dropping
+/// waiters whose deadline passed: they crashed or gave up uncleanly).
+/// Expects KEYS[q] and KEYS[d] to be passed as `qk` and `dk`.
+macro_rules! lua_prelude {
+    () => {
+        r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local pruned = false
+local function first_waiter(qk, dk)
+  while true do
+    local h = redis.call('ZRANGE', qk, 0, 0)[1]
+    if not h then return nil end
+    local d = tonumber(redis.call('ZSCORE', dk, h))
+    if d and d > now then return h end
+    redis.call('ZREM', qk, h)
+    redis.call('ZREM', dk, h)
+    pruned = true
+  end
+end
+"#
+    };
+}
+
+/// KEYS: lock, fence, queue, queue deadlines.
+/// ARGV: field, lease ms, wait ('1' to join the queue when busy), waiter TTL ms,
+/// waiter channel prefix, queue member (`<field>|<claim id>|<lease ms>`: one
+/// per claim, so a message meant for an earlier claim of the same owner is
+/// never taken for this one; the lease is what a direct handoff grants).
+/// Returns `{1, token}` when granted, else `{0, pttl}` (`-2` when the key is
+/// free but another waiter is first in line, `-1` for a foreign key without
+/// expiry). A retried grant (our field already holds the lock: a reply was
+/// lost) is granted again with a new token, so it never depends on the
+/// counter still being there.
+///
+/// Every grant's token is `max(counter + 1, server time in µs)`, and the
+/// counter expires with the grant's lease. The counter alone would go back
+/// with the data (a restart from an older snapshot or AOF, a failover to a
+/// replica that missed writes, an eviction); the clock alone would repeat
+/// within a microsecond. So a token exceeds every earlier token of the name
+/// as long as the counter holds the last one, or the server clock reads
+/// later than at the last grant (it is not stepped back by more than the
+/// time since; after a failover, the primaries' clocks differ by less than
+/// the time since the last grant on the old one).
+pub static ACQUIRE: Script = Script {
+    name: "polylock_acquire",
+    source: concat!(
+        "-- polylock acquire v4\n",
+        r#"
+local function grant(now_us)
+  if not now_us then
+    local t = redis.call('TIME')
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now_us)
+  redis.call('HSET', KEYS[1], ARGV[1], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  -- %.0f: tostring would print a large token in float notation.
+  redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[2])
+  return {1, token}
+end
+-- Fast path: ours already (a retried grant), or free and nobody queued
+-- (one round trip, one clock read).
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 or
+   (redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[3]) == 0) then
+  return grant(nil)
+end
+"#,
+        lua_prelude!(),
+        r#"
+local first = first_waiter(KEYS[3], KEYS[4])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  if first == nil or first == ARGV[6] then
+    if first ~= nil then
+      redis.call('ZREM', KEYS[3], ARGV[6])
+      redis.call('ZREM', KEYS[4], ARGV[6])
+    end
+    return grant(now_us)
+  end
+  if pruned then
+    redis.call('PUBLISH', ARGV[5] .. ':' .. first, '0')
+  end
+end
+if ARGV[3] == '1' then
+  redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[6])
+  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), ARGV[6])
+  -- The queue lives as long as its longest-lived member: never shorten it
+  -- (PEXPIRE GT would not set a TTL on a key that has none).
+  for _, k in ipairs({KEYS[3], KEYS[4]}) do
+    if redis.call('PTTL', k) < tonumber(ARGV[4]) then
+      redis.call('PEXPIRE', k, ARGV[4])
+    end
+  end
+end
+return {0, redis.call('PTTL', KEYS[1])}
+"#
+    ),
+};
+
+/// KEYS: lock, queue, queue deadlines, fence.
+/// ARGV: field, Redisson channel, waiter channel prefix, our queue member.
+/// Leaves the lock and the queue: deletes the lock if our field holds it
+/// (publishing `0` for Redisson waiters) and drops our queue entry. If the
+/// lock is then free and we held it or were first in line, it is handed
+/// straight to the first live waiter: granted to its field for the lease
+/// its queue member carries (a duration, so no clock of this server is
+/// carried to another after a failover), with a fencing token by
+/// [`ACQUIRE`]'s rule, and the token published on its channel, so the
+/// waiter holds the lock without a round trip of its own. A member without
+/// a lease (an older client's) is granted until its queue deadline.
+/// Returns 1 if we held the lock, else 0. Used for release, cancel and cleanup.
+pub static LEAVE: Script = Script {
+    name: "polylock_leave",
+    source: concat!(
+        "-- polylock leave v5\n",
+        r#"
+local held = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
+if held then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], '0')
+  -- Fast path: a holder is never queued; with no queue there is nobody to wake.
+  if redis.call('EXISTS', KEYS[2]) == 0 then
+    return 1
+  end
+end
+"#,
+        lua_prelude!(),
+        r#"
+local was_first = (not held) and first_waiter(KEYS[2], KEYS[3]) == ARGV[4]
+redis.call('ZREM', KEYS[2], ARGV[4])
+redis.call('ZREM', KEYS[3], ARGV[4])
+if (held or was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0 then
+  local first = first_waiter(KEYS[2], KEYS[3])
+  if first ~= nil then
+    local field, lease = string.match(first, '^([^|]*)|[^|]*|(%d+)$')
+    if not field then
+      field = string.match(first, '^(.*)|') or first
+      lease = math.max(1, tonumber(redis.call('ZSCORE', KEYS[3], first)) - now)
+    end
+    redis.call('ZREM', KEYS[2], first)
+    redis.call('ZREM', KEYS[3], first)
+    redis.call('HSET', KEYS[1], field, 1)
+    redis.call('PEXPIRE', KEYS[1], lease)
+    local token = math.max(tonumber(redis.call('GET', KEYS[4]) or '0') + 1, now_us)
+    redis.call('SET', KEYS[4], string.format('%.0f', token), 'PX', lease)
+    redis.call('PUBLISH', ARGV[3] .. ':' .. first, string.format('%.0f', token))
+  end
+end
+if held then return 1 end
+return 0
+"#
+    ),
+};
+
+/// KEYS: lock. ARGV: field, lease ms. Extends the lease if our field still
+/// holds the lock: returns 1, else 0 (the lock is gone: we lost it).
+pub static RENEW: Script = Script {
+    name: "polylock_renew",
+    source: r#"-- polylock renew v1
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"#,
+};
+
+/// KEYS: lock, fence, queue. Returns `{holder field or '', pttl, last token, waiters}`:
+/// what `polylock status` shows. Read-only.
+pub static STATUS: Script = Script {
+    name: "polylock_status",
+    source: r#"-- polylock status v1
+local h = redis.call('HKEYS', KEYS[1])[1] or ''
+return {h, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('ZCARD', KEYS[3])}
+"#,
+};

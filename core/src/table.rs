@@ -1,0 +1,476 @@
+//! `LockTable`: every lock of one client (one Redis connection pair or one
+//! ZooKeeper session) as one sans-IO endpoint, in the role of quinn-proto's
+//! `Endpoint`. It owns a [`LockMachine`] per lock name, made on first use
+//! and dropped once idle; allocates the request ids, tickets and release
+//! ids of all of them; routes every reply, pub/sub message and fired watch
+//! to the machine that asked for it; tells every machine of a connection
+//! change; runs status reads; and keeps one timer for all of them.
+//!
+//! See the crate docs, "The drive contract", for how a driver runs it.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::time::Duration;
+
+use crate::io::{Command, ConnectionEvent, Event, Notification, Op, ReleaseProgress, Reply};
+use crate::machine::{AcquireOptions, LockMachine};
+use crate::status::{LockStatus, StatusRead, StatusStep};
+use crate::{
+    holder_id, Backend, Error, FencingToken, Instant, LockConfig, LockName, LossReason, Nonce, OwnerId, ReleaseId,
+    RequestId, Ticket,
+};
+
+/// Names one status read of a table ([`LockTable::read_status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StatusId(pub u64);
+
+/// What the table asks of its driver, one at a time from
+/// [`LockTable::poll_output`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Output {
+    /// Deliver to the application: `event` of the lock `name`.
+    Event { name: LockName, event: Event },
+    /// The answer to the status read `id`.
+    Status { id: StatusId, result: Result<LockStatus, Error> },
+    /// Send this, in order after the commands polled before it, and later
+    /// feed back exactly one reply with the same id.
+    Command(Command),
+    /// Call [`LockTable::handle_timeout`] at this instant. It replaces any
+    /// instant announced before: the driver keeps one timer.
+    Timeout(Instant),
+}
+
+/// Where the reply to a request goes.
+#[derive(Debug)]
+enum Route {
+    /// To the machine of this lock, as its own request id.
+    Lock {
+        name: String,
+        local: RequestId,
+    },
+    Status(StatusId),
+}
+
+#[derive(Debug)]
+struct Entry {
+    machine: LockMachine,
+    /// The deadline of this machine in `timers`, if any.
+    armed: Option<Instant>,
+}
+
+/// Every lock of one client. See the module docs.
+#[derive(Debug)]
+pub struct LockTable {
+    /// The template of new machines (backend, default lease, session timeout).
+    config: LockConfig,
+    client_id: Nonce,
+    locks: HashMap<String, Entry>,
+    next_request: u64,
+    next_ticket: u64,
+    next_release: u64,
+    next_status: u64,
+    routes: HashMap<RequestId, Route>,
+    /// Live ZooKeeper watches: the table's id of the command that set each,
+    /// and the machine's own id of it (a fired watch is reported with it).
+    watches: HashMap<RequestId, (String, RequestId)>,
+    watch_ids: HashMap<(String, RequestId), RequestId>,
+    /// Redis: each subscribed channel's lock, and how many of its claims listen.
+    channels: HashMap<String, (String, u32)>,
+    statuses: HashMap<StatusId, StatusRead>,
+    /// Every machine's next deadline.
+    timers: BTreeSet<(Instant, String)>,
+    /// The instant last given as [`Output::Timeout`], until it is handled.
+    announced: Option<Instant>,
+    events: VecDeque<Output>,
+    commands: VecDeque<Command>,
+    closed: bool,
+}
+
+impl LockTable {
+    /// A table for one client. `config` is the template of every lock's
+    /// machine; `client_id` the client's 128-bit random id (see [`holder_id`]).
+    pub fn new(config: LockConfig, client_id: Nonce) -> Result<Self, Error> {
+        config.validate()?;
+        Ok(LockTable {
+            config,
+            client_id,
+            locks: HashMap::new(),
+            next_request: 0,
+            next_ticket: 0,
+            next_release: 0,
+            next_status: 0,
+            routes: HashMap::new(),
+            watches: HashMap::new(),
+            watch_ids: HashMap::new(),
+            channels: HashMap::new(),
+            statuses: HashMap::new(),
+            timers: BTreeSet::new(),
+            announced: None,
+            events: VecDeque::new(),
+            commands: VecDeque::new(),
+            closed: false,
+        })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.config.backend
+    }
+
+    /// The client's id, as in its [`holder_id`]s.
+    pub fn client_id(&self) -> Nonce {
+        self.client_id
+    }
+
+    /// How `owner`'s grants are recorded on the server.
+    pub fn holder_id(&self, owner: OwnerId) -> String {
+        holder_id(self.client_id, owner)
+    }
+
+    /// ZooKeeper: the session timeout a new session negotiated. Locks made
+    /// from now on use it; a machine keeps the timeout its claims started with.
+    pub fn set_session_timeout(&mut self, timeout: Duration) {
+        self.config.session_timeout = timeout;
+    }
+
+    // ---- queries ---------------------------------------------------------
+
+    /// `owner`'s current grant of `name`: its hold count and fencing token.
+    pub fn hold(&self, name: &str, owner: OwnerId) -> Option<(u32, FencingToken)> {
+        let (o, count, token) = self.locks.get(name)?.machine.holder()?;
+        (o == owner).then_some((count, token))
+    }
+
+    /// Is `name` held by anyone of this client?
+    pub fn is_held_here(&self, name: &str) -> bool {
+        self.locks.get(name).is_some_and(|e| e.machine.holder().is_some())
+    }
+
+    /// Why `owner`'s newest lost, not yet released grant of `name` was lost.
+    pub fn unreleased_loss(&self, name: &str, owner: OwnerId) -> Option<LossReason> {
+        self.locks.get(name)?.machine.unreleased_loss(owner)
+    }
+
+    /// True while anything is on its way to or from the server (a claim
+    /// contending, held or cleaning up; a status read) or output is pending.
+    /// Closed machines whose holders have not released yet stay, so those
+    /// releases report `Lost(Closed)`, but have no server work.
+    pub fn has_server_work(&self) -> bool {
+        !self.statuses.is_empty()
+            || !self.events.is_empty()
+            || !self.commands.is_empty()
+            || self.locks.values().any(|e| e.machine.has_server_work())
+    }
+
+    /// Machines alive (a test and metrics figure: idle ones are dropped).
+    pub fn lock_count(&self) -> usize {
+        self.locks.len()
+    }
+
+    // ---- application inputs ---------------------------------------------
+
+    /// Asks for `name` on behalf of `owner` (see [`LockMachine::acquire`]).
+    /// The outcome comes as an [`Event::Granted`] or [`Event::Failed`] with
+    /// the returned ticket, unique in this table.
+    pub fn acquire(
+        &mut self,
+        now: Instant,
+        name: &LockName,
+        owner: OwnerId,
+        opts: AcquireOptions,
+        nonce: Nonce,
+    ) -> Result<Ticket, Error> {
+        if self.closed {
+            return Err(Error::Closed);
+        }
+        if !self.locks.contains_key(name.as_str()) {
+            let machine = LockMachine::new(self.config.clone(), name.clone(), self.client_id)?;
+            self.locks.insert(name.as_str().to_owned(), Entry { machine, armed: None });
+        }
+        let ticket = Ticket(self.next_ticket + 1);
+        let entry = self.locks.get_mut(name.as_str()).expect("inserted above");
+        let result = entry.machine.acquire_as(ticket, now, owner, opts, nonce);
+        if result.is_ok() {
+            self.next_ticket += 1;
+        }
+        self.collect(name.as_str());
+        result.map(|()| ticket)
+    }
+
+    /// Withdraws the pending acquire `ticket` of `name`; whatever it put on
+    /// the server is removed in the background and no event follows. False
+    /// if it is not waiting (already granted or failed).
+    pub fn cancel(&mut self, now: Instant, name: &str, ticket: Ticket) -> bool {
+        let Some(entry) = self.locks.get_mut(name) else { return false };
+        let cancelled = entry.machine.cancel(now, ticket);
+        self.collect(name);
+        cancelled
+    }
+
+    /// Ends one hold of `owner`'s grant of `name` (of the grant with fencing
+    /// token `token`, if given: what a guard releases). See
+    /// [`LockMachine::release_hold`]; the [`ReleaseId`] is unique in this table.
+    pub fn release(
+        &mut self,
+        now: Instant,
+        name: &str,
+        owner: OwnerId,
+        token: Option<FencingToken>,
+    ) -> Result<ReleaseProgress, Error> {
+        let Some(entry) = self.locks.get_mut(name) else { return Err(Error::NotHeld) };
+        let id = ReleaseId(self.next_release + 1);
+        let result = entry.machine.release_hold_as(id, now, owner, token);
+        if result == Ok(ReleaseProgress::Releasing(id)) {
+            self.next_release += 1;
+        }
+        self.collect(name);
+        result
+    }
+
+    /// An [`Event::Granted`] that nobody took (its caller went away between
+    /// asking and the grant): the table gives the hold back, so no lock is
+    /// left held by nobody.
+    pub fn grant_unwanted(&mut self, now: Instant, name: &str, owner: OwnerId, token: FencingToken) {
+        // NotHeld: the grant was lost or closed meanwhile; nothing to give back.
+        let _ = self.release(now, name, owner, Some(token));
+    }
+
+    /// Closes every lock: waiters fail with [`Error::Closed`], each holder
+    /// is told `Lost(Closed)` before its release is sent. Later acquires fail
+    /// with `Closed`; cleanup runs on until [`Self::has_server_work`] is false.
+    pub fn close(&mut self, now: Instant) {
+        self.closed = true;
+        for name in self.lock_names() {
+            if let Some(e) = self.locks.get_mut(&name) {
+                e.machine.close(now);
+            }
+            self.collect(&name);
+        }
+    }
+
+    /// Reads who holds `name` on the server, beside any machine. The
+    /// answer comes as [`Output::Status`] with the returned id.
+    pub fn read_status(&mut self, name: &LockName) -> StatusId {
+        self.next_status += 1;
+        let id = StatusId(self.next_status);
+        let (read, op) = match self.config.backend {
+            Backend::Redis => {
+                let (r, op) = crate::redis::status::RedisStatusRead::start(&crate::redis::RedisKeys::of(name));
+                (StatusRead::Redis(r), op)
+            }
+            Backend::ZooKeeper => {
+                let (z, op) = crate::zk::status::ZkStatusRead::start(&crate::zk::lock_path(name));
+                (StatusRead::ZooKeeper(z), op)
+            }
+        };
+        self.statuses.insert(id, read);
+        self.send(Route::Status(id), op);
+        id
+    }
+
+    // ---- inputs from the driver -----------------------------------------
+
+    /// The reply to command `id`. Replies nobody waits for any more are dropped.
+    pub fn handle_reply(&mut self, now: Instant, id: RequestId, reply: Reply) {
+        match self.routes.remove(&id) {
+            Some(Route::Lock { name, local }) => {
+                if let Some((watched, local_watch)) = self.watches.get(&id).cloned() {
+                    if !matches!(reply, Reply::Stat { .. }) {
+                        // The watch was not set: nothing will fire for it.
+                        self.watches.remove(&id);
+                        self.watch_ids.remove(&(watched, local_watch));
+                    }
+                }
+                if let Some(e) = self.locks.get_mut(&name) {
+                    e.machine.handle_reply(now, local, reply);
+                    self.collect(&name);
+                }
+            }
+            Some(Route::Status(sid)) => self.status_reply(sid, reply),
+            None => {}
+        }
+    }
+
+    /// A pub/sub message (routed by its channel) or a fired watch (by the
+    /// id of the command that set it).
+    pub fn handle_notification(&mut self, now: Instant, n: Notification) {
+        let (name, n) = match n {
+            Notification::Message { channel, payload } => {
+                let Some((name, _)) = self.channels.get(&channel) else { return };
+                (name.clone(), Notification::Message { channel, payload })
+            }
+            Notification::WatchFired { id } => {
+                let Some((name, local)) = self.watches.remove(&id) else { return };
+                self.watch_ids.remove(&(name.clone(), local));
+                (name, Notification::WatchFired { id: local })
+            }
+        };
+        if let Some(e) = self.locks.get_mut(&name) {
+            e.machine.handle_notification(now, n);
+            self.collect(&name);
+        }
+    }
+
+    /// A change of the connection (Redis) or session (ZooKeeper): every lock hears it.
+    pub fn handle_connection(&mut self, now: Instant, ev: ConnectionEvent) {
+        for name in self.lock_names() {
+            if let Some(e) = self.locks.get_mut(&name) {
+                e.machine.handle_connection(now, ev);
+            }
+            self.collect(&name);
+        }
+    }
+
+    /// Runs every lock's timers due at `now`. Calling it early or twice is
+    /// harmless; afterwards the next deadline is announced again.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.announced = None;
+        while let Some((at, name)) = self.timers.first().cloned() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            if let Some(e) = self.locks.get_mut(&name) {
+                e.armed = None;
+                e.machine.handle_timeout(now);
+            }
+            self.collect(&name);
+        }
+    }
+
+    // ---- output ----------------------------------------------------------
+
+    /// The next thing for the driver to do: every pending event and status
+    /// answer first, then commands in order, then the timer. Drain it to
+    /// `None` after every input.
+    #[must_use]
+    pub fn poll_output(&mut self) -> Option<Output> {
+        if let Some(ev) = self.events.pop_front() {
+            return Some(ev);
+        }
+        if let Some(cmd) = self.commands.pop_front() {
+            return Some(Output::Command(cmd));
+        }
+        let next = self.timers.first().map(|(at, _)| *at)?;
+        if self.announced.is_some_and(|a| a <= next) {
+            return None;
+        }
+        self.announced = Some(next);
+        Some(Output::Timeout(next))
+    }
+
+    // ---- internals -------------------------------------------------------
+
+    fn lock_names(&self) -> Vec<String> {
+        self.locks.keys().cloned().collect()
+    }
+
+    /// Moves what machine `name` produced into the table's queues (events
+    /// before commands, as the drive contract wants), re-arms its timer,
+    /// and drops it if it is idle.
+    fn collect(&mut self, name: &str) {
+        let Some(entry) = self.locks.get_mut(name) else { return };
+        let mut produced = Vec::new();
+        while let Some(event) = entry.machine.poll_event() {
+            self.events.push_back(Output::Event { name: entry.machine.name().clone(), event });
+        }
+        while let Some(cmd) = entry.machine.poll_command() {
+            produced.push(cmd);
+        }
+        let next = entry.machine.poll_timeout();
+        let idle = entry.machine.is_idle();
+        let armed = std::mem::replace(&mut entry.armed, next);
+        if armed != next {
+            if let Some(old) = armed {
+                self.timers.remove(&(old, name.to_owned()));
+            }
+            if let Some(at) = next {
+                self.timers.insert((at, name.to_owned()));
+            }
+        }
+        for cmd in produced {
+            self.route_command(name, cmd);
+        }
+        if idle {
+            self.drop_lock(name);
+        }
+    }
+
+    /// Gives a machine's command a table-wide id and notes what its reply
+    /// and any later notification belong to.
+    fn route_command(&mut self, name: &str, cmd: Command) {
+        let Command { id: local, op } = cmd;
+        let op = match op {
+            Op::Subscribe { channel } => {
+                let e = self.channels.entry(channel.clone()).or_insert_with(|| (name.to_owned(), 0));
+                e.1 += 1;
+                Op::Subscribe { channel }
+            }
+            Op::Unsubscribe { channel } => {
+                if let Some(e) = self.channels.get_mut(&channel) {
+                    e.1 = e.1.saturating_sub(1);
+                    if e.1 == 0 {
+                        self.channels.remove(&channel);
+                    }
+                }
+                Op::Unsubscribe { channel }
+            }
+            Op::Unwatch { watch } => {
+                let Some(global) = self.watch_ids.remove(&(name.to_owned(), watch)) else {
+                    // Already fired or never set: nothing to drop. No claim
+                    // waits for an unwatch's reply, so none is owed.
+                    return;
+                };
+                self.watches.remove(&global);
+                Op::Unwatch { watch: global }
+            }
+            op => op,
+        };
+        let watch = matches!(op, Op::Stat { watch: true, .. });
+        let id = self.send(Route::Lock { name: name.to_owned(), local }, op);
+        if watch {
+            self.watches.insert(id, (name.to_owned(), local));
+            self.watch_ids.insert((name.to_owned(), local), id);
+        }
+    }
+
+    fn send(&mut self, route: Route, op: Op) -> RequestId {
+        self.next_request += 1;
+        let id = RequestId(self.next_request);
+        self.routes.insert(id, route);
+        self.commands.push_back(Command { id, op });
+        id
+    }
+
+    fn drop_lock(&mut self, name: &str) {
+        let Some(entry) = self.locks.remove(name) else { return };
+        if let Some(at) = entry.armed {
+            self.timers.remove(&(at, name.to_owned()));
+        }
+        if !self.channels.is_empty() {
+            self.channels.retain(|_, (n, _)| n != name);
+        }
+        let stale: Vec<RequestId> = self.watches.iter().filter(|(_, (n, _))| n == name).map(|(id, _)| *id).collect();
+        for id in stale {
+            // Its claims ended without dropping the watch: let the driver drop it.
+            if let Some((n, local)) = self.watches.remove(&id) {
+                self.watch_ids.remove(&(n, local));
+            }
+            self.next_request += 1;
+            self.commands.push_back(Command { id: RequestId(self.next_request), op: Op::Unwatch { watch: id } });
+        }
+        if !self.routes.is_empty() {
+            self.routes.retain(|_, r| !matches!(r, Route::Lock { name: n, .. } if n == name));
+        }
+    }
+
+    fn status_reply(&mut self, id: StatusId, reply: Reply) {
+        let Some(mut read) = self.statuses.remove(&id) else { return };
+        match read.on_reply(reply) {
+            StatusStep::Send(op) => {
+                self.statuses.insert(id, read);
+                self.send(Route::Status(id), op);
+            }
+            StatusStep::Done(result) => self.events.push_back(Output::Status { id, result }),
+        }
+    }
+}
