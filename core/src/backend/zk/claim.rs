@@ -91,6 +91,20 @@ impl ZkClaim {
         self.timers.set(Timer::Watchdog, at);
     }
 
+    /// The pause watchdog fired while held. Late by more than a third of the
+    /// session timeout means this process stalled and sent no heartbeat: the
+    /// session may have expired unseen, so the holder is told it may have
+    /// lost the lock. On time, it is armed again.
+    fn on_watchdog(&mut self, cx: &mut Cx<'_>) -> Progress {
+        let late = self.watchdog_at.map_or(std::time::Duration::ZERO, |at| cx.now.saturating_since(at));
+        if late > cx.cfg.session_timeout / 3 {
+            self.timers.clear_all();
+            return Progress::Lost(LossReason::Paused);
+        }
+        self.arm_watchdog(cx);
+        Progress::Pending
+    }
+
     /// `data` is stored in the node (who holds it, for `status`);
     /// `down_since` is the machine's knowledge of the connection.
     pub(crate) fn new(
@@ -196,6 +210,14 @@ impl ZkClaim {
         }
     }
 
+    /// Reads the czxid of our node found by prefix (the create's reply,
+    /// which carries it, was lost).
+    fn send_own_node_read(&mut self, cx: &mut Cx<'_>) {
+        let node = self.node.clone().map(|(n, _)| n).unwrap_or_default();
+        let req = cx.out.send(Op::Stat { path: self.node_path(&node), watch: false });
+        self.phase = Phase::ReadingOwnNode { req: Some(req) };
+    }
+
     /// A fresh identity after the session (and so our node) is gone.
     fn restart(&mut self, cx: &mut Cx<'_>) {
         self.generation += 1;
@@ -258,9 +280,8 @@ impl ZkClaim {
         let prefix = node_prefix(&self.uuid);
         match children.into_iter().find(|c| c.starts_with(&prefix)) {
             Some(found) => {
-                self.node = Some((found.clone(), 0));
-                let req = cx.out.send(Op::Stat { path: self.node_path(&found), watch: false });
-                self.phase = Phase::ReadingOwnNode { req: Some(req) };
+                self.node = Some((found, 0));
+                self.send_own_node_read(cx);
                 Progress::Pending
             }
             None if self.goal == Goal::Leave => self.finish(),
@@ -276,6 +297,223 @@ impl ZkClaim {
         self.retry_later(cx);
         Progress::Pending
     }
+
+    /// The answer to our create. It names our node (and its czxid, the
+    /// fencing token); the getChildren sent with it is read once both are in.
+    /// `list` is that getChildren, `None` if it already failed.
+    fn on_created(&mut self, cx: &mut Cx<'_>, list: Option<RequestId>, reply: Reply) -> Progress {
+        match reply {
+            Reply::Created { path, czxid } => {
+                let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
+                self.node = Some((name, czxid));
+                if self.goal == Goal::Leave {
+                    self.send_delete(cx);
+                } else if list.is_none() {
+                    // The pipelined list already failed: list again.
+                    self.send_list(cx, false);
+                } else {
+                    self.phase = Phase::Creating { create: None, list };
+                }
+                Progress::Pending
+            }
+            Reply::NoNode => {
+                // The parent is missing (first use, or a container reaped).
+                // The pipelined list fails too; make the parents, then retry.
+                if self.goal == Goal::Leave {
+                    return self.finish();
+                }
+                let _ = cx.out.send(Op::CreateContainers { path: self.parent.to_string() });
+                self.send_create(cx);
+                Progress::Pending
+            }
+            // We cannot tell whether the node was made: find it by its prefix.
+            Reply::Failed(_) => self.on_failure(cx, Phase::Recovering { list: None }),
+            other => unexpected("create", other),
+        }
+    }
+
+    /// The getChildren pipelined with our create. It decides the claim only
+    /// once the create has named our node; before that (or if it failed) the
+    /// create's reply decides what comes next.
+    fn on_pipelined_children(&mut self, cx: &mut Cx<'_>, create: Option<RequestId>, reply: Reply) -> Progress {
+        match reply {
+            Reply::Children(children) if self.goal == Goal::Acquire && self.node.is_some() => {
+                self.evaluate(cx, children)
+            }
+            Reply::Children(_) | Reply::NoNode | Reply::Failed(_) if create.is_some() => {
+                // The create is still unanswered; its reply decides what comes next.
+                self.phase = Phase::Creating { create, list: None };
+                Progress::Pending
+            }
+            Reply::Children(_) | Reply::NoNode | Reply::Failed(_) => self.on_failure(cx, Phase::Listing { list: None }),
+            other => unexpected("children", other),
+        }
+    }
+
+    /// The children listed to learn whether a create whose outcome is
+    /// unknown made our node. A missing parent means it did not.
+    fn on_recovery_children(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
+        match reply {
+            Reply::Children(children) => self.recover_from(cx, children),
+            Reply::NoNode if self.goal == Goal::Leave => self.finish(),
+            Reply::NoNode => {
+                self.send_create(cx);
+                Progress::Pending
+            }
+            Reply::Failed(_) => self.on_failure(cx, Phase::Recovering { list: None }),
+            other => unexpected("children", other),
+        }
+    }
+
+    /// The stat of our node found by prefix: its czxid is the fencing token
+    /// that the lost create reply would have carried.
+    fn on_own_node_read(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
+        match reply {
+            Reply::Stat { czxid } => {
+                if let Some((name, _)) = self.node.take() {
+                    self.node = Some((name, czxid));
+                }
+                if self.goal == Goal::Leave {
+                    self.send_delete(cx);
+                } else {
+                    self.send_list(cx, false);
+                }
+                Progress::Pending
+            }
+            Reply::NoNode => {
+                // Gone between the list and the stat: nothing of ours is left.
+                self.node = None;
+                if self.goal == Goal::Leave {
+                    return self.finish();
+                }
+                self.restart(cx);
+                Progress::Pending
+            }
+            Reply::Failed(_) => self.on_failure(cx, Phase::ReadingOwnNode { req: None }),
+            other => unexpected("stat", other),
+        }
+    }
+
+    /// The children re-read after a wake-up (or a retry): decide again.
+    /// A missing parent means our node went with it.
+    fn on_children(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
+        match reply {
+            Reply::Children(children) => self.evaluate(cx, children),
+            Reply::NoNode => {
+                self.restart(cx);
+                Progress::Pending
+            }
+            Reply::Failed(_) => self.on_failure(cx, Phase::Listing { list: None }),
+            other => unexpected("children", other),
+        }
+    }
+
+    /// The stat+watch on our predecessor: either the watch is set, or the
+    /// predecessor is already gone and we look at the children again.
+    fn on_predecessor_stat(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
+        match reply {
+            // The watch is set: wait for it to fire.
+            Reply::Stat { .. } => Progress::Pending,
+            // The predecessor left before we looked: look again.
+            Reply::NoNode => {
+                self.send_list(cx, false);
+                Progress::Pending
+            }
+            Reply::Failed(_) => self.on_failure(cx, Phase::Listing { list: None }),
+            other => unexpected("stat", other),
+        }
+    }
+
+    /// The stat+watch on our own node while held: a node already gone means
+    /// someone deleted it, and the holder must hear it before the next grant.
+    fn on_own_watch_set(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
+        match reply {
+            // Our node is watched.
+            Reply::Stat { .. } => Progress::Pending,
+            Reply::NoNode => {
+                self.timers.clear_all();
+                Progress::Lost(LossReason::NodeDeleted)
+            }
+            Reply::Failed(_) => {
+                // Still held; the retry timer sets the watch again.
+                self.own_watch = None;
+                self.retry_later(cx);
+                Progress::Pending
+            }
+            other => unexpected("stat", other),
+        }
+    }
+
+    /// The delete of our node on leaving: already gone is as good as deleted.
+    fn on_deleted(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
+        match reply {
+            Reply::Done | Reply::NoNode => self.finish(),
+            Reply::Failed(_) => self.on_failure(cx, Phase::Deleting { req: None }),
+            other => unexpected("delete", other),
+        }
+    }
+
+    /// The connection dropped; the session may live on. A holder keeps the
+    /// lock until the session could have expired unseen, then is told.
+    fn on_disconnected(&mut self, cx: &mut Cx<'_>) -> Progress {
+        self.down_since.get_or_insert(cx.now);
+        if self.phase == Phase::Held {
+            if let Some(at) = self.disconnection_deadline(cx) {
+                self.timers.set(Timer::Loss, at);
+            }
+        }
+        Progress::Pending
+    }
+
+    /// The session is gone, and our ephemeral node with it: a holder has
+    /// lost the lock, a leaver is done, a contender starts over once a new
+    /// session is up.
+    fn on_session_expired(&mut self) -> Progress {
+        self.node = None;
+        match (self.goal, &self.phase) {
+            (_, Phase::Finished) => Progress::Finished,
+            (_, Phase::Held) => {
+                self.timers.clear_all();
+                Progress::Lost(LossReason::SessionExpired)
+            }
+            (Goal::Leave, _) => self.finish(),
+            (Goal::Acquire, _) => {
+                self.timers.clear_all();
+                self.phase = Phase::AwaitingSession;
+                Progress::Pending
+            }
+        }
+    }
+
+    /// Connected again (same session, or a new one after an expiry): the
+    /// loss deadline is off, and whatever waited for a retry goes now.
+    fn on_reconnected(&mut self, cx: &mut Cx<'_>) -> Progress {
+        self.down_since = None;
+        self.timers.clear(Timer::Loss);
+        self.backoff.reset();
+        match self.phase.clone() {
+            Phase::AwaitingSession => self.restart(cx),
+            Phase::Recovering { list: None } => self.send_list(cx, true),
+            // A watch may have fired while we were away: look again.
+            Phase::Listing { list: None } => self.send_list(cx, false),
+            Phase::Watching { .. } => {
+                self.unwatch_predecessor(cx);
+                self.send_list(cx, false);
+            }
+            Phase::Held if self.own_watch.is_none() => self.watch_own_node(cx),
+            Phase::ReadingOwnNode { req: None } | Phase::Deleting { req: None } => {
+                self.timers.clear(Timer::Retry);
+                self.on_timer(cx, Timer::Retry);
+            }
+            _ => {}
+        }
+        Progress::Pending
+    }
+}
+
+/// A reply of a kind the request cannot get: the driver is broken.
+fn unexpected(request: &str, reply: Reply) -> Progress {
+    Progress::Fatal(Error::Protocol(format!("unexpected {request} reply {reply:?}")))
 }
 
 impl Claim for ZkClaim {
@@ -301,119 +539,14 @@ impl Claim for ZkClaim {
         // no answer; a try without waiting has no time to retry and reports it.
         let reply = self.refusals.filter(cx.cfg.backend, reply);
         let progress = match self.phase.clone() {
-            Phase::Creating { create: Some(c), list } if c == id => match reply {
-                Reply::Created { path, czxid } => {
-                    let name = path.rsplit('/').next().unwrap_or(&path).to_owned();
-                    self.node = Some((name, czxid));
-                    if self.goal == Goal::Leave {
-                        self.send_delete(cx);
-                    } else if list.is_none() {
-                        // The pipelined list already failed: list again.
-                        self.send_list(cx, false);
-                    } else {
-                        self.phase = Phase::Creating { create: None, list };
-                    }
-                    Progress::Pending
-                }
-                Reply::NoNode => {
-                    // The parent is missing (first use, or a container reaped).
-                    // The pipelined list fails too; make the parents, then retry.
-                    if self.goal == Goal::Leave {
-                        return self.finish();
-                    }
-                    let _ = cx.out.send(Op::CreateContainers { path: self.parent.to_string() });
-                    self.send_create(cx);
-                    Progress::Pending
-                }
-                Reply::Failed(_) => self.on_failure(cx, Phase::Recovering { list: None }),
-                other => Progress::Fatal(Error::Protocol(format!("unexpected create reply {other:?}"))),
-            },
-            Phase::Creating { create, list: Some(l) } if l == id => match reply {
-                Reply::Children(children) if self.goal == Goal::Acquire && self.node.is_some() => {
-                    self.evaluate(cx, children)
-                }
-                Reply::Children(_) | Reply::NoNode | Reply::Failed(_) if create.is_some() => {
-                    // The create is still unanswered; its reply decides what comes next.
-                    self.phase = Phase::Creating { create, list: None };
-                    Progress::Pending
-                }
-                Reply::Children(_) | Reply::NoNode | Reply::Failed(_) => {
-                    self.on_failure(cx, Phase::Listing { list: None })
-                }
-                other => Progress::Fatal(Error::Protocol(format!("unexpected children reply {other:?}"))),
-            },
-            Phase::Recovering { list: Some(l) } if l == id => match reply {
-                Reply::Children(children) => self.recover_from(cx, children),
-                Reply::NoNode if self.goal == Goal::Leave => self.finish(),
-                Reply::NoNode => {
-                    self.send_create(cx);
-                    Progress::Pending
-                }
-                Reply::Failed(_) => self.on_failure(cx, Phase::Recovering { list: None }),
-                other => Progress::Fatal(Error::Protocol(format!("unexpected children reply {other:?}"))),
-            },
-            Phase::ReadingOwnNode { req: Some(r) } if r == id => match reply {
-                Reply::Stat { czxid } => {
-                    if let Some((name, _)) = self.node.take() {
-                        self.node = Some((name, czxid));
-                    }
-                    if self.goal == Goal::Leave {
-                        self.send_delete(cx);
-                    } else {
-                        self.send_list(cx, false);
-                    }
-                    Progress::Pending
-                }
-                Reply::NoNode => {
-                    self.node = None;
-                    if self.goal == Goal::Leave {
-                        return self.finish();
-                    }
-                    self.restart(cx);
-                    Progress::Pending
-                }
-                Reply::Failed(_) => self.on_failure(cx, Phase::ReadingOwnNode { req: None }),
-                other => Progress::Fatal(Error::Protocol(format!("unexpected stat reply {other:?}"))),
-            },
-            Phase::Listing { list: Some(l) } if l == id => match reply {
-                Reply::Children(children) => self.evaluate(cx, children),
-                Reply::NoNode => {
-                    self.restart(cx);
-                    Progress::Pending
-                }
-                Reply::Failed(_) => self.on_failure(cx, Phase::Listing { list: None }),
-                other => Progress::Fatal(Error::Protocol(format!("unexpected children reply {other:?}"))),
-            },
-            Phase::Watching { req } if req == id => match reply {
-                // The watch is set: wait for it to fire.
-                Reply::Stat { .. } => Progress::Pending,
-                // The predecessor left before we looked: look again.
-                Reply::NoNode => {
-                    self.send_list(cx, false);
-                    Progress::Pending
-                }
-                Reply::Failed(_) => self.on_failure(cx, Phase::Listing { list: None }),
-                other => Progress::Fatal(Error::Protocol(format!("unexpected stat reply {other:?}"))),
-            },
-            Phase::Held if self.own_watch == Some(id) => match reply {
-                // Our node is watched.
-                Reply::Stat { .. } => Progress::Pending,
-                Reply::NoNode => {
-                    self.timers.clear_all();
-                    Progress::Lost(LossReason::NodeDeleted)
-                }
-                Reply::Failed(_) => {
-                    self.own_watch = None;
-                    self.retry_later(cx);
-                    Progress::Pending
-                }
-                other => Progress::Fatal(Error::Protocol(format!("unexpected stat reply {other:?}"))),
-            },
-            Phase::Deleting { req: Some(r) } if r == id => match reply {
-                Reply::Done | Reply::NoNode => self.finish(),
-                Reply::Failed(_) => self.on_failure(cx, Phase::Deleting { req: None }),
-                other => Progress::Fatal(Error::Protocol(format!("unexpected delete reply {other:?}"))),
-            },
+            Phase::Creating { create: Some(c), list } if c == id => self.on_created(cx, list, reply),
+            Phase::Creating { create, list: Some(l) } if l == id => self.on_pipelined_children(cx, create, reply),
+            Phase::Recovering { list: Some(l) } if l == id => self.on_recovery_children(cx, reply),
+            Phase::ReadingOwnNode { req: Some(r) } if r == id => self.on_own_node_read(cx, reply),
+            Phase::Listing { list: Some(l) } if l == id => self.on_children(cx, reply),
+            Phase::Watching { req } if req == id => self.on_predecessor_stat(cx, reply),
+            Phase::Held if self.own_watch == Some(id) => self.on_own_watch_set(cx, reply),
+            Phase::Deleting { req: Some(r) } if r == id => self.on_deleted(cx, reply),
             _ => Progress::Pending,
         };
         // Reported once the claim is in its retry state, which give_up leaves
@@ -444,54 +577,9 @@ impl Claim for ZkClaim {
 
     fn on_connection(&mut self, cx: &mut Cx<'_>, ev: ConnectionEvent) -> Progress {
         match ev {
-            ConnectionEvent::Disconnected => {
-                self.down_since.get_or_insert(cx.now);
-                if self.phase == Phase::Held {
-                    if let Some(at) = self.disconnection_deadline(cx) {
-                        self.timers.set(Timer::Loss, at);
-                    }
-                }
-                Progress::Pending
-            }
-            ConnectionEvent::SessionExpired => {
-                // Our ephemeral node is gone with the session.
-                self.node = None;
-                match (self.goal, &self.phase) {
-                    (_, Phase::Finished) => Progress::Finished,
-                    (_, Phase::Held) => {
-                        self.timers.clear_all();
-                        Progress::Lost(LossReason::SessionExpired)
-                    }
-                    (Goal::Leave, _) => self.finish(),
-                    (Goal::Acquire, _) => {
-                        self.timers.clear_all();
-                        self.phase = Phase::AwaitingSession;
-                        Progress::Pending
-                    }
-                }
-            }
-            ConnectionEvent::Connected => {
-                self.down_since = None;
-                self.timers.clear(Timer::Loss);
-                self.backoff.reset();
-                match self.phase.clone() {
-                    Phase::AwaitingSession => self.restart(cx),
-                    Phase::Recovering { list: None } => self.send_list(cx, true),
-                    // A watch may have fired while we were away: look again.
-                    Phase::Listing { list: None } => self.send_list(cx, false),
-                    Phase::Watching { .. } => {
-                        self.unwatch_predecessor(cx);
-                        self.send_list(cx, false);
-                    }
-                    Phase::Held if self.own_watch.is_none() => self.watch_own_node(cx),
-                    Phase::ReadingOwnNode { req: None } | Phase::Deleting { req: None } => {
-                        self.timers.clear(Timer::Retry);
-                        self.on_timer(cx, Timer::Retry);
-                    }
-                    _ => {}
-                }
-                Progress::Pending
-            }
+            ConnectionEvent::Disconnected => self.on_disconnected(cx),
+            ConnectionEvent::SessionExpired => self.on_session_expired(),
+            ConnectionEvent::Connected => self.on_reconnected(cx),
         }
     }
 
@@ -501,15 +589,7 @@ impl Claim for ZkClaim {
                 self.timers.clear_all();
                 Progress::Lost(LossReason::Disconnected)
             }
-            (Timer::Watchdog, Phase::Held) => {
-                let late = self.watchdog_at.map_or(std::time::Duration::ZERO, |at| cx.now.saturating_since(at));
-                if late > cx.cfg.session_timeout / 3 {
-                    self.timers.clear_all();
-                    return Progress::Lost(LossReason::Paused);
-                }
-                self.arm_watchdog(cx);
-                Progress::Pending
-            }
+            (Timer::Watchdog, Phase::Held) => self.on_watchdog(cx),
             (Timer::Retry, Phase::Held) => {
                 self.watch_own_node(cx);
                 Progress::Pending
@@ -523,9 +603,7 @@ impl Claim for ZkClaim {
                 Progress::Pending
             }
             (Timer::Retry, Phase::ReadingOwnNode { req: None }) => {
-                let node = self.node.clone().map(|(n, _)| n).unwrap_or_default();
-                let req = cx.out.send(Op::Stat { path: self.node_path(&node), watch: false });
-                self.phase = Phase::ReadingOwnNode { req: Some(req) };
+                self.send_own_node_read(cx);
                 Progress::Pending
             }
             (Timer::Retry, Phase::Deleting { req: None }) => {
