@@ -226,6 +226,14 @@ impl RedisClaim {
             self.finish();
             return Progress::Busy;
         }
+        self.on_queued(cx, sent_at, value);
+        Progress::Pending
+    }
+
+    /// The server put us in the waiter queue (acquire sent at `sent_at`;
+    /// `holder_ttl_ms`: the holder's remaining lease, if known). Wait for our
+    /// channel, subscribing first; a wake-up that came meanwhile means try now.
+    fn on_queued(&mut self, cx: &mut Cx<'_>, sent_at: Instant, holder_ttl_ms: i64) {
         self.queued_since = Some(sent_at);
         if !self.subscribed {
             // Subscribe, then try once more: a release between our first try
@@ -238,14 +246,79 @@ impl RedisClaim {
             // Fallback when no message comes: at the holder's expiry, and at
             // least every third of the waiter TTL to keep our queue place alive.
             let refresh = self.terms.waiter_ttl / 3;
-            let wait = match u64::try_from(value) {
+            let wait = match u64::try_from(holder_ttl_ms) {
                 Ok(ms) if ms > 0 => std::time::Duration::from_millis(ms).min(refresh),
                 _ => refresh,
             };
             self.timers.set(Timer::Retry, cx.now.saturating_add(wait));
         }
-        Progress::Pending
     }
+
+    /// The subscription to our channel is up: try again, so a release that
+    /// came before it is not missed.
+    fn on_subscribed(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
+        match reply {
+            Reply::Done => {
+                self.send_acquire(cx);
+                Progress::Pending
+            }
+            Reply::Failed(_) => {
+                self.phase = Phase::Subscribing { req: None };
+                self.retry_later(cx);
+                Progress::Pending
+            }
+            other => unexpected("subscribe", other),
+        }
+    }
+
+    /// The answer to a renewal sent at `sent_at`: the lease is extended from
+    /// then, or someone else's now (the holder must hear it), or unknown.
+    fn on_renewed(&mut self, cx: &mut Cx<'_>, token: FencingToken, sent_at: Instant, reply: Reply) -> Progress {
+        self.phase = Phase::Held { token, renew: None };
+        match reply {
+            Reply::Redis(RedisValue::Int(1)) => {
+                self.confirm_lease(sent_at);
+                Progress::Pending
+            }
+            Reply::Redis(RedisValue::Int(0)) => {
+                self.timers.clear_all();
+                Progress::Lost(LossReason::RenewalRefused)
+            }
+            Reply::Failed(_) => {
+                // Try again soon; the Loss timer still bounds how long we believe.
+                self.timers.clear(Timer::Renew);
+                self.retry_later(cx);
+                Progress::Pending
+            }
+            other => unexpected("renew", other),
+        }
+    }
+
+    /// The answer to LEAVE: done whether or not we still held the lock; on
+    /// failure retried until nothing of ours can remain on the server.
+    fn on_left(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
+        match reply {
+            Reply::Redis(RedisValue::Int(0 | 1)) => self.finish(),
+            Reply::Failed(_) if self.leave_is_moot(cx) => self.finish(),
+            Reply::Failed(_) => {
+                self.phase = Phase::Leaving { req: None };
+                self.retry_later(cx);
+                Progress::Pending
+            }
+            other => unexpected("leave", other),
+        }
+    }
+
+    /// Whether our lease and queue entry have both expired on the server
+    /// since we gave up, so that a LEAVE has nothing left to remove.
+    fn leave_is_moot(&self, cx: &Cx<'_>) -> bool {
+        self.give_up_by.is_some_and(|by| cx.now >= by)
+    }
+}
+
+/// A reply of a kind the request cannot get: the driver is broken.
+fn unexpected(request: &str, reply: Reply) -> Progress {
+    Progress::Fatal(Error::Protocol(format!("unexpected {request} reply {reply:?}")))
 }
 
 /// Reads `{flag, value}` from a script reply. `Ok(None)` means no answer.
@@ -280,50 +353,9 @@ impl Claim for RedisClaim {
         let reply = self.refusals.filter(cx.cfg.backend, reply);
         let progress = match self.phase.clone() {
             Phase::Acquiring { req: Some(r), sent_at } if r == id => self.on_acquire_reply(cx, sent_at, reply),
-            Phase::Subscribing { req: Some(r) } if r == id => match reply {
-                Reply::Done => {
-                    self.send_acquire(cx);
-                    Progress::Pending
-                }
-                Reply::Failed(_) => {
-                    self.phase = Phase::Subscribing { req: None };
-                    self.retry_later(cx);
-                    Progress::Pending
-                }
-                other => Progress::Fatal(Error::Protocol(format!("unexpected subscribe reply {other:?}"))),
-            },
-            Phase::Held { token, renew: Some((r, sent_at)) } if r == id => {
-                self.phase = Phase::Held { token, renew: None };
-                match reply {
-                    Reply::Redis(RedisValue::Int(1)) => {
-                        self.confirm_lease(sent_at);
-                        Progress::Pending
-                    }
-                    Reply::Redis(RedisValue::Int(0)) => {
-                        self.timers.clear_all();
-                        Progress::Lost(LossReason::RenewalRefused)
-                    }
-                    Reply::Failed(_) => {
-                        // Try again soon; the Loss timer still bounds how long we believe.
-                        self.timers.clear(Timer::Renew);
-                        self.retry_later(cx);
-                        Progress::Pending
-                    }
-                    other => Progress::Fatal(Error::Protocol(format!("unexpected renew reply {other:?}"))),
-                }
-            }
-            Phase::Leaving { req: Some(r) } if r == id => match reply {
-                Reply::Redis(RedisValue::Int(0 | 1)) => self.finish(),
-                Reply::Failed(_) => {
-                    if self.give_up_by.is_some_and(|by| cx.now >= by) {
-                        return self.finish();
-                    }
-                    self.phase = Phase::Leaving { req: None };
-                    self.retry_later(cx);
-                    Progress::Pending
-                }
-                other => Progress::Fatal(Error::Protocol(format!("unexpected leave reply {other:?}"))),
-            },
+            Phase::Subscribing { req: Some(r) } if r == id => self.on_subscribed(cx, reply),
+            Phase::Held { token, renew: Some((r, sent_at)) } if r == id => self.on_renewed(cx, token, sent_at, reply),
+            Phase::Leaving { req: Some(r) } if r == id => self.on_left(cx, reply),
             _ => Progress::Pending,
         };
         // Reported once the claim is in its retry state, which give_up leaves cleanly.
@@ -397,7 +429,7 @@ impl Claim for RedisClaim {
                 Progress::Pending
             }
             (Timer::Retry, Phase::Leaving { req: None }) => {
-                if self.give_up_by.is_some_and(|by| cx.now >= by) {
+                if self.leave_is_moot(cx) {
                     return self.finish();
                 }
                 self.send_leave(cx);
