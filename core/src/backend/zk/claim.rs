@@ -648,3 +648,47 @@ impl Claim for ZkClaim {
         self.refusals.latest()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claim::Outbox;
+    use crate::io::TransportError;
+    use crate::{Backend, Instant, LockConfig};
+
+    /// A claim given up while it looks for the node of a create whose reply
+    /// was lost, and whose node then turns out to be gone, has nothing left
+    /// on the server: it finishes without a new create or a delete. (The
+    /// property run never reaches this path.)
+    #[test]
+    fn leaving_while_recovering_finishes_when_the_found_node_is_gone() {
+        let cfg = LockConfig::new(Backend::ZooKeeper);
+        let mut out = Outbox::default();
+        let t0 = Instant::from_millis(0);
+        let mut claim = ZkClaim::new("/locks/x".into(), Nonce(7), Vec::new(), true, None);
+        let mut cx = Cx { now: t0, out: &mut out, cfg: &cfg };
+        claim.begin(&mut cx);
+        let create = cx.out.pop().unwrap();
+        let _pipelined_list = cx.out.pop().unwrap();
+        let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+        let ours = format!("{}0000000003", path.rsplit('/').next().unwrap());
+        let lost = Reply::Failed(TransportError { message: "timed out".into() });
+        assert_eq!(claim.on_reply(&mut cx, create.id, lost), Progress::Pending);
+
+        let retry_at = claim.timers().get(Timer::Retry).unwrap();
+        let mut cx = Cx { now: retry_at, out: &mut out, cfg: &cfg };
+        claim.on_timer(&mut cx, Timer::Retry);
+        let list = cx.out.pop().unwrap();
+        assert!(matches!(list.op, Op::GetChildren { .. }), "{list:?}");
+        claim.give_up(&mut cx);
+        assert!(cx.out.pop().is_none(), "the list's answer decides what to delete");
+
+        let children = Reply::Children(vec!["other-lock-0000000001".into(), ours.clone()]);
+        assert_eq!(claim.on_reply(&mut cx, list.id, children), Progress::Pending);
+        let stat = cx.out.pop().unwrap();
+        assert!(matches!(&stat.op, Op::Stat { path, watch: false } if path.ends_with(&ours)), "{stat:?}");
+        assert_eq!(claim.on_reply(&mut cx, stat.id, Reply::NoNode), Progress::Finished);
+        assert!(claim.is_finished());
+        assert_eq!(cx.out.pop(), None, "no create and no delete after the node is gone");
+    }
+}
