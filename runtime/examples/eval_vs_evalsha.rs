@@ -21,15 +21,35 @@ async fn main() {
     let n: usize = args.get(2).map_or(5000, |v| v.parse().expect("N"));
     let mut conn = redis::Client::open(url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
     let name = LockName::new(&format!("bench/eval-{}", std::process::id())).unwrap();
-    let field = polylock_core::redis::field(Nonce(1), OwnerId(1));
+    let keys = polylock_core::redis::RedisKeys::of(&name);
+    let field = polylock_core::holder_id(Nonce(1), OwnerId(1));
     let member = format!("{field}|0000000000000001");
-    let acquire_keys =
-        [name.redis_key().to_owned(), name.redis_fence_key(), name.redis_queue_key(), name.redis_queue_deadline_key()];
-    let acquire_args =
-        [field.clone(), "30000".into(), "1".into(), "30000".into(), name.redis_channel(), member.clone()];
-    let leave_keys =
-        [name.redis_key().to_owned(), name.redis_queue_key(), name.redis_queue_deadline_key(), name.redis_fence_key()];
-    let leave_args = [field.clone(), name.redis_channel(), name.redis_channel(), member.clone()];
+    let acquire_keys = [
+        keys.lock().to_owned(),
+        keys.fence().to_owned(),
+        keys.queue().to_owned(),
+        keys.queue_deadline().to_owned(),
+    ];
+    let acquire_args = [
+        field.clone(),
+        "30000".into(),
+        "1".into(),
+        "30000".into(),
+        keys.channel().to_owned(),
+        member.clone(),
+    ];
+    let leave_keys = [
+        keys.lock().to_owned(),
+        keys.queue().to_owned(),
+        keys.queue_deadline().to_owned(),
+        keys.fence().to_owned(),
+    ];
+    let leave_args = [
+        field.clone(),
+        keys.channel().to_owned(),
+        keys.channel().to_owned(),
+        member.clone(),
+    ];
     let mut shas = Vec::new();
     for s in [&ACQUIRE, &LEAVE] {
         let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(s.source).query_async(&mut conn).await.unwrap();

@@ -2,18 +2,19 @@
 //! command connection and a pub/sub connection; ZooKeeper: one session),
 //! shared by every lock of the process that uses it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock, RwLock, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
-use polylock_core::{Backend, ConnectionEvent, LockConfig, LockName};
-use zookeeper_client as zk;
+use polylock_core::{Backend, LockConfig, LockName, LockStatus};
 
-use crate::driver::Shared;
+use crate::backend::{self, Transport};
 use crate::error::{Error, Result};
+use crate::executor::Executor;
 use crate::lock::Lock;
-use crate::transport::{RedisTransport, Transport, ZkTransport};
 use crate::url::{self, Endpoint};
+
+/// A lock as the server sees it ([`Client::status`]).
+pub type Status = LockStatus;
 
 /// Connection settings. `Default` gives the documented defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +59,7 @@ pub struct LockOptions {
 /// every clone shares the connections and the locks.
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) exec: Arc<Executor>,
     backend: Backend,
 }
 
@@ -81,17 +82,25 @@ impl Client {
                 return Err(Error::InvalidOption(format!("{what} must be positive")));
             }
         }
-        let mut base = LockConfig::new(Backend::Redis);
-        base.lease = opts.lease;
-        base.waiter_ttl = opts.lease;
-        base.validate().map_err(|e| Error::from_core("", e))?;
-        match url::parse(url)? {
-            Endpoint::Redis { url, tls, ca, addr } => connect_redis(&url, tls, ca, addr, &opts, base).await,
-            Endpoint::Zk { connect, auth, tls, ca, addr } => {
-                base.backend = Backend::ZooKeeper;
-                connect_zk(connect, auth, tls, ca, addr, &opts, base).await
+        let mut config = LockConfig::new(Backend::Redis);
+        config.set_lease(opts.lease);
+        config.validate().map_err(|e| Error::from_core("", e))?;
+        let (reports, reported) = tokio::sync::mpsc::unbounded_channel();
+        let transport: Box<dyn Transport> = match url::parse(url)? {
+            Endpoint::Redis { url, tls, ca, addr } => {
+                let target = backend::redis::RedisTarget { url, tls, ca, addr };
+                Box::new(backend::redis::connect(&target, &opts, reports).await?)
             }
-        }
+            Endpoint::Zk { connect, auth, tls, ca, addr } => {
+                let target = backend::zk::ZkTarget { connect, auth, tls, ca, addr };
+                let (transport, session_timeout) = backend::zk::connect(target, &opts, reports).await?;
+                config.backend = Backend::ZooKeeper;
+                config.session_timeout = session_timeout;
+                Box::new(transport)
+            }
+        };
+        let backend = config.backend;
+        Ok(Client { exec: Executor::start(transport, reported, config)?, backend })
     }
 
     /// Which backend this client speaks.
@@ -108,12 +117,12 @@ impl Client {
     pub fn lock_with(&self, name: &str, opts: LockOptions) -> Result<Lock> {
         let name = LockName::new(name).map_err(|e| Error::from_core(name, e))?;
         if let Some(lease) = opts.lease {
+            // Checked now, so a bad lease fails here and not at the first acquire.
             let mut cfg = LockConfig::new(self.backend);
-            cfg.lease = lease;
-            cfg.waiter_ttl = lease;
+            cfg.set_lease(lease);
             cfg.validate().map_err(|e| Error::from_core(name.as_str(), e))?;
         }
-        Ok(Lock::new(self.shared.clone(), name, opts.lease))
+        Ok(Lock::new(self.exec.clone(), name, opts.lease))
     }
 
     /// Fault injection for tests (every binding's suite uses it): makes
@@ -124,32 +133,33 @@ impl Client {
     #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub async fn debug_expire_session(&self) -> Result<()> {
-        let Transport::Zk(z) = &self.shared.transport else {
-            return Err(Error::InvalidOption("session expiry applies to ZooKeeper only".into()));
-        };
-        let Some(proxy) = &z.fault_proxy else {
-            return Err(Error::InvalidOption("connect with debug_faults to inject faults".into()));
-        };
-        let timeout = z.current().session_timeout();
-        proxy.cut();
-        tokio::time::sleep(timeout + Duration::from_secs(1)).await;
-        proxy.restore();
-        Ok(())
+        self.exec.transport().debug_expire_session().await
     }
 
     /// Tests only: ZooKeeper watches set and neither fired nor dropped (0 on Redis).
     #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn debug_live_watches(&self) -> usize {
-        match &self.shared.transport {
-            Transport::Zk(z) => z.watches.live(),
-            Transport::Redis(_) => 0,
-        }
+        self.exec.transport().debug_live_watches()
     }
 
     /// This client's 128-bit random id, as in its Redis hash fields and ZooKeeper node data.
     pub fn id(&self) -> String {
-        self.shared.client_id.to_uuid()
+        self.exec.client_id().to_uuid()
+    }
+
+    /// Reads the lock's state from the server. Read-only; decoded by the core.
+    pub async fn status(&self, name: &str) -> Result<Status> {
+        let n = LockName::new(name).map_err(|e| Error::from_core(name, e))?;
+        let (mut rx, started) = self.exec.read_status(&n);
+        match self.exec.drive_until(started, &mut rx).await {
+            Some(Ok(status)) => Ok(status),
+            Some(Err(polylock_core::Error::NoAnswer(reason))) => {
+                Err(Error::Connect { addr: self.backend.as_str().into(), reason })
+            }
+            Some(Err(e)) => Err(Error::from_core(name, e)),
+            None => Err(Error::Closed),
+        }
     }
 
     /// Releases every held lock, fails every pending acquire with
@@ -158,255 +168,10 @@ impl Client {
     /// release is sent, and its guard's release reports that loss. Later
     /// calls fail with `Closed`.
     pub async fn close(&self) {
-        let started = self.shared.close();
-        self.shared.spawn_group(started);
+        self.exec.close();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while !self.shared.is_quiet() && tokio::time::Instant::now() < deadline {
+        while !self.exec.is_quiet() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-}
-
-fn connect_error(addr: &str, reason: impl std::fmt::Display) -> Error {
-    Error::Connect { addr: addr.to_owned(), reason: reason.to_string() }
-}
-
-fn redis_client(url: &str, tls: bool, ca: &Option<String>, addr: &str) -> Result<redis::Client> {
-    let made = match (tls, ca) {
-        (true, Some(path)) => {
-            let pem = std::fs::read(path).map_err(|e| connect_error(addr, format!("cannot read CA {path}: {e}")))?;
-            redis::Client::build_with_tls(url, redis::TlsCertificates { client_tls: None, root_cert: Some(pem) })
-        }
-        _ => redis::Client::open(url),
-    };
-    made.map_err(|e| Error::InvalidUrl { url: url::redact(url), reason: e.to_string() })
-}
-
-async fn connect_redis(
-    url: &str,
-    tls: bool,
-    ca: Option<String>,
-    addr: String,
-    opts: &ClientOptions,
-    base: LockConfig,
-) -> Result<Client> {
-    if tls {
-        // The redis crate leaves the rustls crypto provider to the application.
-        let _ = rustls_provider();
-    }
-    let manager_config = || {
-        redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(opts.connect_timeout))
-            .set_response_timeout(Some(opts.request_timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500))
-    };
-    let cmd_client = redis_client(url, tls, &ca, &addr)?;
-    let cmd = tokio::time::timeout(
-        opts.connect_timeout,
-        redis::aio::ConnectionManager::new_with_config(cmd_client, manager_config()),
-    )
-    .await
-    .map_err(|_| connect_error(&addr, "timed out"))?
-    .map_err(|e| connect_error(&addr, e))?;
-
-    // Pub/sub runs on RESP3 push messages: the only way the redis crate
-    // reconnects and resubscribes by itself.
-    let sep = if url.contains('?') { '&' } else { '?' };
-    let pubsub_client = redis_client(&format!("{url}{sep}protocol=resp3"), tls, &ca, &addr)?;
-    let cell: Arc<OnceLock<Weak<Shared>>> = Arc::new(OnceLock::new());
-    let down = Arc::new(AtomicBool::new(false));
-    let sender = {
-        let cell = cell.clone();
-        move |push: redis::PushInfo| -> std::result::Result<(), std::convert::Infallible> {
-            let Some(shared) = cell.get().and_then(Weak::upgrade) else { return Ok(()) };
-            match push.kind {
-                redis::PushKind::Message => {
-                    if let [redis::Value::BulkString(ch), redis::Value::BulkString(payload), ..] = push.data.as_slice()
-                    {
-                        shared.message(&String::from_utf8_lossy(ch), &String::from_utf8_lossy(payload));
-                    }
-                }
-                redis::PushKind::Disconnection => {
-                    down.store(true, Ordering::SeqCst);
-                    let s = shared.clone();
-                    shared.handle.spawn(async move { s.connection(ConnectionEvent::Disconnected) });
-                }
-                redis::PushKind::Subscribe if down.swap(false, Ordering::SeqCst) => {
-                    // Resubscribed after a reconnect: messages may have been missed.
-                    let s = shared.clone();
-                    shared.handle.spawn(async move { s.connection(ConnectionEvent::Connected) });
-                }
-                _ => {}
-            }
-            Ok(())
-        }
-    };
-    let pubsub = tokio::time::timeout(
-        opts.connect_timeout,
-        redis::aio::ConnectionManager::new_with_config(
-            pubsub_client,
-            manager_config().set_push_sender(sender).set_automatic_resubscription(),
-        ),
-    )
-    .await
-    .map_err(|_| connect_error(&addr, "timed out"))?
-    .map_err(|e| connect_error(&addr, e))?;
-
-    let transport = Transport::Redis(RedisTransport { cmd, pubsub, request_timeout: opts.request_timeout });
-    let shared = Shared::new(transport, base);
-    let _ = cell.set(Arc::downgrade(&shared));
-    Ok(Client { shared, backend: Backend::Redis })
-}
-
-fn rustls_provider() -> bool {
-    static INSTALLED: OnceLock<bool> = OnceLock::new();
-    *INSTALLED.get_or_init(|| {
-        // zookeeper-client enables aws-lc-rs; make it the process default if none is set.
-        rustls::crypto::aws_lc_rs::default_provider().install_default().is_ok()
-    })
-}
-
-struct ZkParams {
-    connect: String,
-    auth: Option<(String, String)>,
-    tls: Option<zk::TlsOptions>,
-    addr: String,
-    session_timeout: Duration,
-    connect_timeout: Duration,
-}
-
-async fn open_session(p: &ZkParams, fail_eagerly: bool) -> Result<zk::Client> {
-    let mut c = zk::Client::connector().with_session_timeout(p.session_timeout);
-    if fail_eagerly {
-        c = c.with_fail_eagerly();
-    }
-    if let Some((user, pass)) = &p.auth {
-        c = c.with_auth("digest", format!("{user}:{pass}").as_bytes());
-    }
-    if let Some(t) = &p.tls {
-        c = c.with_tls(t.clone());
-    }
-    tokio::time::timeout(p.connect_timeout, c.connect(&p.connect))
-        .await
-        .map_err(|_| connect_error(&p.addr, "timed out"))?
-        .map_err(|e| connect_error(&p.addr, e))
-}
-
-async fn connect_zk(
-    connect: String,
-    auth: Option<(String, String)>,
-    tls: bool,
-    ca: Option<String>,
-    addr: String,
-    opts: &ClientOptions,
-    mut base: LockConfig,
-) -> Result<Client> {
-    let tls = if tls {
-        let Some(path) = ca else {
-            return Err(Error::InvalidUrl { url: format!("zks://{addr}"), reason: "zks:// needs ?ca=PATH".into() });
-        };
-        let pem =
-            std::fs::read_to_string(&path).map_err(|e| connect_error(&addr, format!("cannot read CA {path}: {e}")))?;
-        Some(zk::TlsOptions::new().with_pem_ca(&pem).map_err(|e| connect_error(&addr, e))?)
-    } else {
-        None
-    };
-    // Tests only: put a cuttable proxy between this client and the server.
-    #[cfg(feature = "test-hooks")]
-    let (connect, fault_proxy) = if opts.debug_faults && !connect.contains(',') && tls.is_none() {
-        let (hostport, chroot) = match connect.find('/') {
-            Some(i) => (&connect[..i], &connect[i..]),
-            None => (connect.as_str(), ""),
-        };
-        let proxy = crate::fault::Proxy::start(hostport).await.map_err(|e| connect_error(&addr, e))?;
-        (format!("127.0.0.1:{}{chroot}", proxy.port()), Some(proxy))
-    } else {
-        (connect, None)
-    };
-    let params = ZkParams {
-        connect,
-        auth,
-        tls,
-        addr,
-        session_timeout: opts.session_timeout,
-        connect_timeout: opts.connect_timeout,
-    };
-    let client = open_session(&params, true).await?;
-    base.session_timeout = client.session_timeout();
-    let transport = Transport::Zk(ZkTransport {
-        client: RwLock::new(client),
-        watches: crate::watches::Watches::new(),
-        #[cfg(feature = "test-hooks")]
-        fault_proxy,
-    });
-    let shared = Shared::new(transport, base);
-    tokio::spawn(session_task(Arc::downgrade(&shared), params));
-    Ok(Client { shared, backend: Backend::ZooKeeper })
-}
-
-/// Follows the ZooKeeper session: reports disconnections and expiry to
-/// every lock, and opens a new session after an expiry.
-async fn session_task(weak: Weak<Shared>, params: ZkParams) {
-    let mut reported = zk::SessionState::SyncConnected;
-    loop {
-        // One watcher per session; its first state() is the state now, so a
-        // change that happened before we looked is not missed.
-        let mut watcher = {
-            let Some(shared) = weak.upgrade() else { return };
-            let Transport::Zk(z) = &shared.transport else { return };
-            z.current().state_watcher()
-        };
-        let mut state = watcher.state();
-        loop {
-            let Some(shared) = weak.upgrade() else { return };
-            if state != reported {
-                reported = state;
-                match state {
-                    zk::SessionState::Disconnected => shared.connection(ConnectionEvent::Disconnected),
-                    zk::SessionState::SyncConnected => shared.connection(ConnectionEvent::Connected),
-                    _ => {}
-                }
-            }
-            match state {
-                zk::SessionState::Expired => {
-                    shared.connection(ConnectionEvent::SessionExpired);
-                    if !renew_session(&weak, &shared, &params).await {
-                        return;
-                    }
-                    reported = zk::SessionState::SyncConnected;
-                    break;
-                }
-                zk::SessionState::Closed | zk::SessionState::AuthFailed => return,
-                _ => {}
-            }
-            drop(shared);
-            state = watcher.changed().await;
-        }
-    }
-}
-
-/// Opens a new session after an expiry, retrying until it works or the
-/// client is dropped. False if the client is gone.
-async fn renew_session(weak: &Weak<Shared>, shared: &Arc<Shared>, params: &ZkParams) -> bool {
-    let mut delay = Duration::from_millis(100);
-    loop {
-        match open_session(params, false).await {
-            Ok(client) => {
-                if let Ok(mut cfg) = shared.base_config.lock() {
-                    cfg.session_timeout = client.session_timeout();
-                }
-                if let Transport::Zk(z) = &shared.transport {
-                    *z.client.write().expect("zk client lock") = client;
-                }
-                shared.connection(ConnectionEvent::Connected);
-                return true;
-            }
-            Err(_) if weak.strong_count() > 1 => {
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
-            }
-            Err(_) => return false,
         }
     }
 }

@@ -18,26 +18,24 @@
 //! # let _ = token; Ok(()) }
 //! ```
 
+mod backend;
 mod client;
 mod clock;
-mod driver;
 mod error;
+mod executor;
 #[cfg(feature = "test-hooks")]
 #[doc(hidden)]
 pub mod fault;
 mod lock;
 mod owner;
-mod status;
-mod transport;
+mod timer;
 mod url;
-mod watches;
 
-pub use client::{Client, ClientOptions, LockOptions};
+pub use client::{Client, ClientOptions, LockOptions, Status};
 pub use error::{Error, ErrorKind, Result};
 pub use lock::{Guard, HoldInfo, Lock, LossWatch};
 pub use owner::current_owner;
 pub use polylock_core::{Backend, LossReason, OwnerId};
-pub use status::Status;
 
 /// What a binding's test hook (`debug_faults`, `debug_expire_session`)
 /// answers in a build without the `test-hooks` feature, as release

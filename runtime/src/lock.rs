@@ -9,14 +9,14 @@ use std::time::Duration;
 use polylock_core::{AcquireOptions, FencingToken, LockName, LossReason, OwnerId, Ticket};
 use tokio::sync::{oneshot, watch};
 
-use crate::driver::{Grant, HoldState, Shared};
 use crate::error::{Error, Result};
+use crate::executor::{Executor, Grant, GrantResult, HoldState};
 use crate::owner::current_owner;
 
 /// A handle on one lock name of one [`crate::Client`]. Cheap to clone.
 #[derive(Clone)]
 pub struct Lock {
-    shared: Arc<Shared>,
+    exec: Arc<Executor>,
     name: LockName,
     lease: Option<Duration>,
 }
@@ -28,8 +28,8 @@ impl std::fmt::Debug for Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(shared: Arc<Shared>, name: LockName, lease: Option<Duration>) -> Self {
-        Lock { shared, name, lease }
+    pub(crate) fn new(exec: Arc<Executor>, name: LockName, lease: Option<Duration>) -> Self {
+        Lock { exec, name, lease }
     }
 
     /// The lock's name.
@@ -59,16 +59,18 @@ impl Lock {
     /// Errors: [`Error::Timeout`] or [`Error::WouldBlock`] when not granted.
     pub async fn acquire_as(&self, owner: OwnerId, timeout: Option<Duration>) -> Result<Guard> {
         let opts = match timeout {
-            None => AcquireOptions::default(),
-            Some(d) if d.is_zero() => AcquireOptions { no_wait: true, deadline: None },
-            Some(d) => AcquireOptions { no_wait: false, deadline: Some(self.shared.deadline_after(d)) },
+            None => AcquireOptions { lease: self.lease, ..AcquireOptions::default() },
+            Some(d) if d.is_zero() => AcquireOptions { no_wait: true, deadline: None, lease: self.lease },
+            Some(d) => {
+                AcquireOptions { no_wait: false, deadline: Some(self.exec.deadline_after(d)), lease: self.lease }
+            }
         };
-        let (ticket, rx, started) = self.shared.acquire(&self.name, self.lease, owner, opts)?;
+        let (ticket, rx, started) = self.exec.acquire(&self.name, owner, opts)?;
         // Owns the receiver for the whole wait, so that if this future is
         // dropped mid-wait its Drop sees the acquire as pending and cancels it.
         let mut pending = PendingAcquire { lock: self, owner, ticket, rx: Some(rx) };
         let rx = pending.rx.as_mut().expect("just set");
-        let outcome = self.shared.drive_until(started, rx).await;
+        let outcome = self.exec.drive_until(started, rx).await;
         pending.rx = None; // answered: nothing to cancel
         match outcome {
             Some(Ok(grant)) => Ok(Guard::new(self.clone(), owner, grant)),
@@ -94,9 +96,9 @@ impl Lock {
     }
 
     async fn release_hold(&self, owner: OwnerId, token: Option<FencingToken>) -> Result<()> {
-        let (rx, started) = self.shared.release(self.name(), owner, token)?;
+        let (rx, started) = self.exec.release(self.name(), owner, token)?;
         if let Some(mut rx) = rx {
-            self.shared.drive_until(started, &mut rx).await;
+            self.exec.drive_until(started, &mut rx).await;
         }
         Ok(())
     }
@@ -104,7 +106,7 @@ impl Lock {
     /// `owner`'s current grant: its fencing token and hold count. `None`
     /// if it holds none (a lost grant is no longer held).
     pub fn hold(&self, owner: OwnerId) -> Option<HoldInfo> {
-        self.shared.hold(self.name(), owner).map(|(count, token)| HoldInfo { token: token.0, count })
+        self.exec.hold(self.name(), owner).map(|(count, token)| HoldInfo { token: token.0, count })
     }
 
     /// The fencing token of `owner`'s newest unreleased hold:
@@ -113,7 +115,7 @@ impl Lock {
         if let Some(hold) = self.hold(owner) {
             return Ok(hold.token);
         }
-        match self.shared.unreleased_loss(self.name(), owner) {
+        match self.exec.unreleased_loss(self.name(), owner) {
             Some(reason) => Err(Error::Lost { name: self.name().to_owned(), reason }),
             None => Err(Error::NotHeld(self.name().to_owned())),
         }
@@ -131,12 +133,14 @@ impl Lock {
 
     /// Is the lock held by any owner of this client?
     pub fn is_held_locally(&self) -> bool {
-        self.shared.locally_held(self.name())
+        self.exec.is_held_here(self.name())
     }
 
-    /// The Redis hash field `owner` holds this lock under (`<client id>:<owner>`).
-    pub fn redis_field(&self, owner: OwnerId) -> String {
-        self.shared.redis_field(owner)
+    /// How `owner`'s grants of this client are recorded on the server
+    /// (`<client id>:<owner>`: the Redis hash field, the ZooKeeper node data,
+    /// [`crate::Status::holder`]).
+    pub fn holder_id(&self, owner: OwnerId) -> String {
+        self.exec.holder_id(owner)
     }
 }
 
@@ -183,18 +187,18 @@ struct PendingAcquire<'a> {
     lock: &'a Lock,
     owner: OwnerId,
     ticket: Ticket,
-    rx: Option<oneshot::Receiver<std::result::Result<Grant, polylock_core::Error>>>,
+    rx: Option<oneshot::Receiver<GrantResult>>,
 }
 
 impl Drop for PendingAcquire<'_> {
     fn drop(&mut self) {
         let Some(mut rx) = self.rx.take() else { return };
-        self.lock.shared.cancel(self.lock.name(), self.ticket);
+        self.lock.exec.cancel(self.lock.name(), self.ticket);
         rx.close();
         if let Ok(Ok(_grant)) = rx.try_recv() {
             let lock = self.lock.clone();
             let owner = self.owner;
-            self.lock.shared.handle.spawn(async move {
+            self.lock.exec.handle.spawn(async move {
                 let _ = lock.release_as(owner).await;
             });
         }
@@ -289,7 +293,7 @@ impl Drop for Guard {
         }
         let lock = self.lock.clone();
         let (owner, token) = (self.owner, self.token);
-        self.lock.shared.handle.spawn(async move {
+        self.lock.exec.handle.spawn(async move {
             let _ = lock.release_hold(owner, Some(token)).await;
         });
     }

@@ -262,7 +262,7 @@ async fn status_reports_holder_token_and_waiters() {
         assert!(s, "{backend}: the waiter is not counted");
         let st = c.status(&name).await.unwrap();
         assert!(st.held);
-        assert_eq!(st.holder.as_deref(), Some(lock.redis_field(OwnerId(5)).as_str()), "{backend}");
+        assert_eq!(st.holder.as_deref(), Some(lock.holder_id(OwnerId(5)).as_str()), "{backend}");
         assert_eq!(st.fencing_token, Some(g.fencing_token()), "{backend}");
         g.release().await.unwrap();
         let t = w.await.unwrap().unwrap();

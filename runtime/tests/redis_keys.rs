@@ -23,7 +23,7 @@ async fn grant_and_release(c: &Client, name: &str) -> u64 {
 async fn tokens_grow_after_the_fence_counter_goes_back_to_an_older_value() {
     let url = redis_url();
     let name = unique("fence-rollback");
-    let fence = LockName::new(&name).unwrap().redis_fence_key();
+    let fence = polylock_core::redis::RedisKeys::of(&LockName::new(&name).unwrap()).fence().to_owned();
     let c = client(&url).await;
     let mut raw = raw_redis(&url).await;
     let first = grant_and_release(&c, &name).await;
@@ -49,18 +49,22 @@ async fn a_retried_grant_after_the_counter_is_deleted_gets_a_new_larger_token() 
     let g = c.lock(&name).unwrap().acquire().await.unwrap();
     let granted = g.fencing_token();
     let field: Vec<String> = redis::cmd("HKEYS").arg(&name).query_async(&mut raw).await.unwrap();
-    let _: () = redis::cmd("DEL").arg(n.redis_fence_key()).query_async(&mut raw).await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(polylock_core::redis::RedisKeys::of(&n).fence().to_owned())
+        .query_async(&mut raw)
+        .await
+        .unwrap();
     // The same request again, as the runtime resends it when a reply is lost.
     let (flag, token): (i64, u64) = redis::Script::new(polylock_core::redis::ACQUIRE.source)
-        .key(n.redis_key())
-        .key(n.redis_fence_key())
-        .key(n.redis_queue_key())
-        .key(n.redis_queue_deadline_key())
+        .key(polylock_core::redis::RedisKeys::of(&n).lock())
+        .key(polylock_core::redis::RedisKeys::of(&n).fence().to_owned())
+        .key(polylock_core::redis::RedisKeys::of(&n).queue().to_owned())
+        .key(polylock_core::redis::RedisKeys::of(&n).queue_deadline().to_owned())
         .arg(&field[0])
         .arg(30_000)
         .arg("1")
         .arg(30_000)
-        .arg(n.redis_channel())
+        .arg(polylock_core::redis::RedisKeys::of(&n).channel().to_owned())
         .arg(format!("{}|00000000000000aa", field[0]))
         .invoke_async(&mut raw)
         .await
@@ -136,7 +140,7 @@ async fn no_key_of_100k_released_names_remains_after_their_lease() {
 async fn a_short_ttl_waiter_leaves_a_long_ttl_waiters_place_alone() {
     let url = redis_url();
     let name = unique("queue-ttl");
-    let queue = LockName::new(&name).unwrap().redis_queue_key();
+    let queue = polylock_core::redis::RedisKeys::of(&LockName::new(&name).unwrap()).queue().to_owned();
     let (holder, long, short) = (client(&url).await, client(&url).await, client(&url).await);
     let mut raw = raw_redis(&url).await;
     let g = holder.lock(&name).unwrap().acquire().await.unwrap();
@@ -200,7 +204,12 @@ async fn every_key_of_a_lock_is_in_the_lock_keys_slot_on_a_real_cluster_node() {
     let mut checked = 0;
     for name in polylock_core::keyslot::brace_shaped_names() {
         let n = LockName::new(&name).unwrap();
-        for key in [n.redis_key().to_owned(), n.redis_fence_key(), n.redis_queue_key(), n.redis_queue_deadline_key()] {
+        for key in [
+            polylock_core::redis::RedisKeys::of(&n).lock().to_owned(),
+            polylock_core::redis::RedisKeys::of(&n).fence().to_owned(),
+            polylock_core::redis::RedisKeys::of(&n).queue().to_owned(),
+            polylock_core::redis::RedisKeys::of(&n).queue_deadline().to_owned(),
+        ] {
             let server: u16 = redis::cmd("CLUSTER").arg("KEYSLOT").arg(&key).query_async(&mut raw).await.unwrap();
             assert_eq!(polylock_core::keyslot::key_slot(&key), server, "core's slot of {key:?}");
             assert_eq!(server, polylock_core::keyslot::key_slot(&name), "{key:?} is not in the slot of {name:?}");

@@ -138,7 +138,7 @@ async fn a_holder_survives_a_busy_spell_shorter_than_its_lease() {
     let mut raw = raw_redis(&url).await;
     let field: Option<String> = redis::cmd("HGET")
         .arg(&name)
-        .arg(c.lock(&name).unwrap().redis_field(g.owner()))
+        .arg(c.lock(&name).unwrap().holder_id(g.owner()))
         .query_async(&mut raw)
         .await
         .unwrap();
@@ -246,11 +246,19 @@ async fn a_cancel_never_overtakes_its_acquire_after_a_script_flush() {
         drop(acquire); // cancelled at once
     }
     waiter.close().await;
-    let queued: i64 = redis::cmd("ZCARD").arg(key.redis_queue_key()).query_async(&mut raw).await.unwrap();
-    let deadlines: i64 = redis::cmd("ZCARD").arg(key.redis_queue_deadline_key()).query_async(&mut raw).await.unwrap();
+    let queued: i64 = redis::cmd("ZCARD")
+        .arg(polylock_core::redis::RedisKeys::of(&key).queue().to_owned())
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let deadlines: i64 = redis::cmd("ZCARD")
+        .arg(polylock_core::redis::RedisKeys::of(&key).queue_deadline().to_owned())
+        .query_async(&mut raw)
+        .await
+        .unwrap();
     let fields: Vec<String> = redis::cmd("HKEYS").arg(&name).query_async(&mut raw).await.unwrap();
     assert_eq!((queued, deadlines), (0, 0), "queue entries of cancelled claims are left");
-    assert_eq!(fields, vec![hold.redis_field(OwnerId(1))], "only the holder's field");
+    assert_eq!(fields, vec![hold.holder_id(OwnerId(1))], "only the holder's field");
     g.release().await.unwrap();
     // No finished claim is handed the lock by that release.
     let fields: Vec<String> = redis::cmd("HKEYS").arg(&name).query_async(&mut raw).await.unwrap();

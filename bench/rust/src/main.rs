@@ -77,7 +77,7 @@ async fn main() {
     // The protocol floor: polylock's two scripts issued raw, no runtime.
     {
         use polylock_core::{redis as proto, LockName};
-        let n_ = LockName::new(&name).unwrap();
+        let n_ = proto::RedisKeys::of(&LockName::new(&name).unwrap());
         let acquire = redis::Script::new(proto::ACQUIRE.source);
         let leave = redis::Script::new(proto::LEAVE.source);
         let field = "raw-bench:1".to_owned();
@@ -88,27 +88,27 @@ async fn main() {
                 let (acquire, leave, n_, field) = (&acquire, &leave, &n_, field.clone());
                 async move {
                     let _: redis::Value = acquire
-                        .key(n_.redis_key())
-                        .key(n_.redis_fence_key())
-                        .key(n_.redis_queue_key())
-                        .key(n_.redis_queue_deadline_key())
+                        .key(n_.lock())
+                        .key(n_.fence().to_owned())
+                        .key(n_.queue().to_owned())
+                        .key(n_.queue_deadline().to_owned())
                         .arg(&field)
                         .arg(30000)
                         .arg("1")
                         .arg(30000)
-                        .arg(n_.redis_channel())
+                        .arg(n_.channel().to_owned())
                         .arg(format!("{field}|0"))
                         .invoke_async(&mut c)
                         .await
                         .unwrap();
                     let _: redis::Value = leave
-                        .key(n_.redis_key())
-                        .key(n_.redis_queue_key())
-                        .key(n_.redis_queue_deadline_key())
-                        .key(n_.redis_fence_key())
+                        .key(n_.lock())
+                        .key(n_.queue().to_owned())
+                        .key(n_.queue_deadline().to_owned())
+                        .key(n_.fence().to_owned())
                         .arg(&field)
-                        .arg(n_.redis_channel())
-                        .arg(n_.redis_channel())
+                        .arg(n_.channel().to_owned())
+                        .arg(n_.channel().to_owned())
                         .arg(format!("{field}|0"))
                         .invoke_async(&mut c)
                         .await

@@ -195,7 +195,7 @@ pub extern "system" fn Java_io_polylock_Native_lockHeldLocally<'l>(
 }
 
 #[no_mangle]
-pub extern "system" fn Java_io_polylock_Native_lockRedisField<'l>(
+pub extern "system" fn Java_io_polylock_Native_lockHolderId<'l>(
     mut env: JNIEnv<'l>,
     _c: JClass<'l>,
     lock: jlong,
@@ -203,7 +203,7 @@ pub extern "system" fn Java_io_polylock_Native_lockRedisField<'l>(
 ) -> jstring {
     guarded(&mut env, std::ptr::null_mut(), |env| {
         let h = handles::get::<LockHandle>(lock)?;
-        Ok(env.new_string(h.lock.redis_field(OwnerId(owner as u64)))?.into_raw())
+        Ok(env.new_string(h.lock.holder_id(OwnerId(owner as u64)))?.into_raw())
     })
 }
 

@@ -189,9 +189,9 @@ public final class DistributedLock implements Lock {
                 + "use a queue or a local Condition inside the critical section");
     }
 
-    /** The Redis hash field the calling thread holds this lock under (diagnostics, tests). */
-    String redisFieldOfCurrentThread() {
-        return Native.lockRedisField(handle, Owners.current());
+    /** How the calling thread's grants are recorded on the server: the Redis hash field, the ZooKeeper node data (diagnostics, tests). */
+    String holderIdOfCurrentThread() {
+        return Native.lockHolderId(handle, Owners.current());
     }
 
     @Override

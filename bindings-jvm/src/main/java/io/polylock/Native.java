@@ -47,7 +47,7 @@ final class Native {
 
     static native boolean lockHeldLocally(long lock);
 
-    static native String lockRedisField(long lock, long owner);
+    static native String lockHolderId(long lock, long owner);
 
     static native void release(long lock, long owner);
 

@@ -61,7 +61,7 @@ class LossTest {
             lock.onLost(lost::countDown);
             lock.lock();
             assertEquals(1, jedis.hlen(name), "the hash at the lock name, one field");
-            assertEquals(lock.redisFieldOfCurrentThread(), jedis.hkeys(name).iterator().next());
+            assertEquals(lock.holderIdOfCurrentThread(), jedis.hkeys(name).iterator().next());
             jedis.del(name); // as if the lease had run out: the next renewal is refused
             assertTrue(lost.await(30, TimeUnit.SECONDS), "onLost did not run after the lease was refused");
             assertFalse(lock.isHeldByCurrentThread());

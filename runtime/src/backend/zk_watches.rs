@@ -1,0 +1,115 @@
+//! Every ZooKeeper watch of one client, waited on by one task: no task per
+//! watch or per lock. A watch that fires is reported as
+//! [`Notification::WatchFired`] with the id of the command that set it (the
+//! lock table's, unique for the client's life); one the core no longer wants
+//! ([`polylock_core::Op::Unwatch`]) is dropped, and dropping a
+//! zookeeper-client `OneshotWatcher` also removes it on the server
+//! (`RemoveWatches` once no other watcher needs the path).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use polylock_core::{Notification, RequestId};
+use tokio::sync::{mpsc, oneshot};
+use zookeeper_client as zk;
+
+use super::{Report, Reports};
+
+struct Waiting {
+    id: RequestId,
+    watcher: zk::OneshotWatcher,
+    /// Resolves (with an error) when the table drops the sender: unwatched.
+    unwanted: oneshot::Receiver<()>,
+}
+
+#[derive(Default)]
+struct Table {
+    live: HashMap<RequestId, oneshot::Sender<()>>,
+    /// Unwatched before the command that sets the watch was answered.
+    unwatched_early: HashSet<RequestId>,
+}
+
+pub(crate) struct Watches {
+    table: Mutex<Table>,
+    to_task: mpsc::UnboundedSender<Waiting>,
+}
+
+impl Watches {
+    /// The table, and the task that waits on every watch (it ends when the
+    /// table is dropped, dropping the watches left).
+    pub(crate) fn start(reports: Reports) -> Arc<Self> {
+        let (to_task, from_table) = mpsc::unbounded_channel();
+        let watches = Arc::new(Watches { table: Mutex::default(), to_task });
+        tokio::spawn(wait_on_all(Arc::downgrade(&watches), reports, from_table));
+        watches
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The server set the watch that command `id` asked for.
+    pub(crate) fn add(&self, id: RequestId, watcher: zk::OneshotWatcher) {
+        let mut table = self.table();
+        if table.unwatched_early.remove(&id) {
+            return; // dropping the watcher removes it
+        }
+        let (tx, unwanted) = oneshot::channel();
+        table.live.insert(id, tx);
+        let _ = self.to_task.send(Waiting { id, watcher, unwanted });
+    }
+
+    /// The command that would have set the watch failed: no watch to drop.
+    pub(crate) fn not_set(&self, id: RequestId) {
+        self.table().unwatched_early.remove(&id);
+    }
+
+    /// The core no longer wants the watch set by command `id`.
+    pub(crate) fn unwatch(&self, id: RequestId) {
+        let mut table = self.table();
+        if table.live.remove(&id).is_none() {
+            table.unwatched_early.insert(id);
+        }
+    }
+
+    /// Watches set and neither fired nor dropped yet.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn live(&self) -> usize {
+        self.table().live.len()
+    }
+
+    fn ended(&self, id: RequestId) {
+        self.table().live.remove(&id);
+    }
+}
+
+async fn wait_on_all(table: std::sync::Weak<Watches>, reports: Reports, mut rx: mpsc::UnboundedReceiver<Waiting>) {
+    let mut waiting = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            new = rx.recv() => match new {
+                Some(w) => waiting.push(wait_one(w)),
+                None => return,
+            },
+            Some((id, fired)) = waiting.next(), if !waiting.is_empty() => {
+                if let Some(t) = table.upgrade() {
+                    t.ended(id);
+                }
+                if fired && reports.send(Report::Notification(Notification::WatchFired { id })).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Waits for the node to change or the watch to be unwanted. The session's
+/// end is not reported: the session task reports it to every lock.
+async fn wait_one(w: Waiting) -> (RequestId, bool) {
+    let Waiting { id, watcher, unwanted } = w;
+    tokio::select! {
+        event = watcher.changed() => (id, event.event_type != zk::EventType::Session),
+        _ = unwanted => (id, false),
+    }
+}

@@ -1,0 +1,410 @@
+//! The executor around the core's [`LockTable`]: one per `Client`. It
+//! decides nothing about locks. It gives the table its inputs (API calls,
+//! replies, the transport's reports, timeouts), then drains
+//! [`LockTable::poll_output`]: events go to the callers waiting for them,
+//! commands to the transport, the next deadline to the one timer task.
+//!
+//! Hot path: the caller's own task starts its commands and drives the
+//! replies until its answer arrives (no hop through another task); whatever
+//! is still in flight then is handed to a spawned task, so dropping the
+//! caller never strands a reply.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use polylock_core::{
+    AcquireOptions, Event, FencingToken, Instant, LockConfig, LockName, LockStatus, LockTable, LossReason, Nonce,
+    Output, OwnerId, ReleaseId, ReleaseProgress, Reply, RequestId, StatusId, Ticket,
+};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::backend::{Report, Started, Transport};
+use crate::clock::SuspendAwareClock;
+use crate::error::{Error, Result};
+use crate::timer::Timer;
+
+/// Shared by every hold of one grant: tells it about a loss. Dropped on
+/// release, which ends every [`crate::LossWatch`] of the grant with `None`.
+#[derive(Debug)]
+pub(crate) struct HoldState {
+    pub(crate) lost: watch::Sender<Option<LossReason>>,
+}
+
+impl HoldState {
+    fn new() -> Arc<Self> {
+        Arc::new(HoldState { lost: watch::channel(None).0 })
+    }
+}
+
+/// What a successful acquire hands back.
+#[derive(Debug, Clone)]
+pub(crate) struct Grant {
+    pub(crate) token: FencingToken,
+    pub(crate) hold: Arc<HoldState>,
+    /// Holds of the owner before this one (0: a new grant, not a re-entry).
+    pub(crate) reentry: u32,
+}
+
+pub(crate) type GrantResult = std::result::Result<Grant, polylock_core::Error>;
+type StatusResult = std::result::Result<LockStatus, polylock_core::Error>;
+
+/// Commands started and not answered yet.
+pub(crate) type InFlight = Vec<(RequestId, Started)>;
+
+/// The table and everyone waiting on it, behind the executor's one mutex.
+struct ExecutorState {
+    table: LockTable,
+    acquires: HashMap<Ticket, oneshot::Sender<GrantResult>>,
+    releases: HashMap<ReleaseId, oneshot::Sender<()>>,
+    statuses: HashMap<StatusId, oneshot::Sender<StatusResult>>,
+    /// The loss signal of each owner's current grant of each lock.
+    holds: HashMap<(String, OwnerId), Arc<HoldState>>,
+}
+
+pub(crate) struct Executor {
+    state: Mutex<ExecutorState>,
+    transport: Box<dyn Transport>,
+    /// Every deadline's clock: counts time the host spent suspended.
+    clock: SuspendAwareClock,
+    timer: Arc<Timer>,
+    pub(crate) handle: tokio::runtime::Handle,
+}
+
+/// Fresh OS randomness for a claim's id (a ZooKeeper node's name, a Redis queue entry).
+pub(crate) fn os_nonce() -> Nonce {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).expect("the OS random source failed");
+    Nonce(u128::from_le_bytes(b))
+}
+
+impl Executor {
+    /// Starts the executor of one client: its timer task, and the task that
+    /// feeds the transport's reports to the table.
+    pub(crate) fn start(
+        transport: Box<dyn Transport>,
+        reports: mpsc::UnboundedReceiver<Report>,
+        config: LockConfig,
+    ) -> Result<Arc<Self>> {
+        let table = LockTable::new(config, os_nonce()).map_err(|e| Error::from_core("", e))?;
+        let exec = Arc::new(Executor {
+            state: Mutex::new(ExecutorState {
+                table,
+                acquires: HashMap::new(),
+                releases: HashMap::new(),
+                statuses: HashMap::new(),
+                holds: HashMap::new(),
+            }),
+            transport,
+            clock: SuspendAwareClock::new(),
+            timer: Arc::new(Timer::new()),
+            handle: tokio::runtime::Handle::current(),
+        });
+        tokio::spawn(crate::timer::run(Arc::downgrade(&exec), exec.timer.clone()));
+        tokio::spawn(feed_reports(Arc::downgrade(&exec), reports));
+        Ok(exec)
+    }
+
+    pub(crate) fn now(&self) -> Instant {
+        Instant::from_millis(self.clock.elapsed().as_millis() as u64)
+    }
+
+    /// The instant `d` from now, rounded up to the millisecond so a
+    /// deadline never comes early.
+    pub(crate) fn deadline_after(&self, d: Duration) -> Instant {
+        let micros = (self.clock.elapsed() + d).as_micros();
+        Instant::from_millis(micros.div_ceil(1000) as u64)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, ExecutorState> {
+        // A panic while holding the lock leaves plain data behind; keep going.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn transport(&self) -> &dyn Transport {
+        self.transport.as_ref()
+    }
+
+    // ---- calls from the API -------------------------------------------
+
+    /// Starts an acquire. Returns the receiver of its outcome and the
+    /// commands it started.
+    pub(crate) fn acquire(
+        self: &Arc<Self>,
+        name: &LockName,
+        owner: OwnerId,
+        opts: AcquireOptions,
+    ) -> Result<(Ticket, oneshot::Receiver<GrantResult>, InFlight)> {
+        let mut st = self.state();
+        let ticket =
+            st.table.acquire(self.now(), name, owner, opts, os_nonce()).map_err(|e| Error::from_core(name.as_str(), e));
+        let ticket = match ticket {
+            Ok(t) => t,
+            Err(e) => {
+                let started = self.drain(&mut st);
+                drop(st);
+                self.run_in_background(started);
+                return Err(e);
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        st.acquires.insert(ticket, tx);
+        let started = self.drain(&mut st);
+        Ok((ticket, rx, started))
+    }
+
+    /// Withdraws a pending acquire (its caller went away or gave up).
+    pub(crate) fn cancel(self: &Arc<Self>, name: &str, ticket: Ticket) {
+        let mut st = self.state();
+        st.acquires.remove(&ticket);
+        st.table.cancel(self.now(), name, ticket);
+        let started = self.drain(&mut st);
+        drop(st);
+        self.run_in_background(started);
+    }
+
+    /// Ends one hold of `owner` (of its grant with fencing token `token`, if
+    /// given: a guard's). No receiver when a reentrant hold remains.
+    pub(crate) fn release(
+        self: &Arc<Self>,
+        name: &str,
+        owner: OwnerId,
+        token: Option<FencingToken>,
+    ) -> Result<(Option<oneshot::Receiver<()>>, InFlight)> {
+        let mut st = self.state();
+        match st.table.release(self.now(), name, owner, token) {
+            Ok(ReleaseProgress::StillHeld { .. }) => Ok((None, Vec::new())),
+            Ok(ReleaseProgress::Releasing(id)) => {
+                st.holds.remove(&(name.to_owned(), owner));
+                let (tx, rx) = oneshot::channel();
+                st.releases.insert(id, tx);
+                let started = self.drain(&mut st);
+                Ok((Some(rx), started))
+            }
+            Err(e) => {
+                let started = self.drain(&mut st);
+                drop(st);
+                self.run_in_background(started);
+                Err(Error::from_core(name, e))
+            }
+        }
+    }
+
+    /// Starts a status read of `name`.
+    pub(crate) fn read_status(self: &Arc<Self>, name: &LockName) -> (oneshot::Receiver<StatusResult>, InFlight) {
+        let mut st = self.state();
+        let id = st.table.read_status(name);
+        let (tx, rx) = oneshot::channel();
+        st.statuses.insert(id, tx);
+        let started = self.drain(&mut st);
+        (rx, started)
+    }
+
+    /// `owner`'s current grant of `name`: its hold count and fencing token.
+    pub(crate) fn hold(&self, name: &str, owner: OwnerId) -> Option<(u32, FencingToken)> {
+        self.state().table.hold(name, owner)
+    }
+
+    /// Why `owner`'s newest lost, not yet released grant of `name` was lost.
+    pub(crate) fn unreleased_loss(&self, name: &str, owner: OwnerId) -> Option<LossReason> {
+        self.state().table.unreleased_loss(name, owner)
+    }
+
+    /// Is `name` held by anyone in this client?
+    pub(crate) fn is_held_here(&self, name: &str) -> bool {
+        self.state().table.is_held_here(name)
+    }
+
+    pub(crate) fn holder_id(&self, owner: OwnerId) -> String {
+        self.state().table.holder_id(owner)
+    }
+
+    pub(crate) fn client_id(&self) -> Nonce {
+        self.state().table.client_id()
+    }
+
+    /// Closes every lock (see [`LockTable::close`]) and starts the cleanup.
+    pub(crate) fn close(self: &Arc<Self>) {
+        let mut st = self.state();
+        st.table.close(self.now());
+        let started = self.drain(&mut st);
+        drop(st);
+        self.run_in_background(started);
+    }
+
+    /// Nothing of any lock is on its way to or from the server.
+    pub(crate) fn is_quiet(&self) -> bool {
+        !self.state().table.has_server_work()
+    }
+
+    // ---- inputs from the transport and the timer -----------------------
+
+    fn on_reply(self: &Arc<Self>, id: RequestId, reply: Reply) -> InFlight {
+        let mut st = self.state();
+        st.table.handle_reply(self.now(), id, reply);
+        self.drain(&mut st)
+    }
+
+    fn on_report(self: &Arc<Self>, report: Report) {
+        let mut st = self.state();
+        let now = self.now();
+        match report {
+            Report::Notification(n) => st.table.handle_notification(now, n),
+            Report::Connection(ev) => st.table.handle_connection(now, ev),
+            Report::SessionTimeout(d) => st.table.set_session_timeout(d),
+        }
+        let started = self.drain(&mut st);
+        drop(st);
+        self.run_in_background(started);
+    }
+
+    /// Runs every lock's due timers (the timer task calls this).
+    pub(crate) fn fire_timers(self: &Arc<Self>) {
+        let mut st = self.state();
+        st.table.handle_timeout(self.now());
+        let started = self.drain(&mut st);
+        drop(st);
+        self.run_in_background(started);
+    }
+
+    // ---- outputs --------------------------------------------------------
+
+    /// The drive contract: after an input, drain the table: deliver each
+    /// event, start each command in order, hand the deadline to the timer.
+    fn drain(&self, st: &mut ExecutorState) -> InFlight {
+        let mut started = Vec::new();
+        while let Some(out) = st.table.poll_output() {
+            match out {
+                Output::Event { name, event } => self.deliver(st, name, event),
+                Output::Status { id, result } => {
+                    if let Some(tx) = st.statuses.remove(&id) {
+                        let _ = tx.send(result);
+                    }
+                }
+                Output::Command(cmd) => {
+                    let id = cmd.id;
+                    started.push((id, self.transport.start(cmd)));
+                }
+                Output::Timeout(at) => self.timer.arm(at),
+                _ => {}
+            }
+        }
+        started
+    }
+
+    /// Hands an event to whoever waits for it.
+    fn deliver(&self, st: &mut ExecutorState, name: LockName, event: Event) {
+        match event {
+            Event::Granted { ticket, owner, token, reentry } => {
+                let key = (name.as_str().to_owned(), owner);
+                let hold = st.holds.entry(key).or_insert_with(HoldState::new).clone();
+                let taken = match st.acquires.remove(&ticket) {
+                    Some(tx) => tx.send(Ok(Grant { token, hold, reentry })).is_ok(),
+                    None => false,
+                };
+                if !taken {
+                    // The caller is gone: the table gives back what it would have held.
+                    st.table.grant_unwanted(self.now(), name.as_str(), owner, token);
+                    if st.table.hold(name.as_str(), owner).is_none() {
+                        st.holds.remove(&(name.as_str().to_owned(), owner));
+                    }
+                }
+            }
+            Event::Failed { ticket, error, .. } => {
+                if let Some(tx) = st.acquires.remove(&ticket) {
+                    let _ = tx.send(Err(error));
+                }
+            }
+            Event::Lost { owner, reason, .. } => {
+                if let Some(h) = st.holds.remove(&(name.as_str().to_owned(), owner)) {
+                    // send_replace stores the value even with no receiver subscribed yet.
+                    h.lost.send_replace(Some(reason));
+                }
+            }
+            Event::Released { id } => {
+                if let Some(tx) = st.releases.remove(&id) {
+                    let _ = tx.send(());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Runs commands to completion in a spawned task, feeding each reply.
+    pub(crate) fn run_in_background(self: &Arc<Self>, started: InFlight) {
+        if started.is_empty() {
+            return;
+        }
+        let group: FuturesUnordered<_> = started.into_iter().map(into_reply).collect();
+        let me = self.clone();
+        self.handle.spawn(async move { me.run_group(group).await });
+    }
+
+    async fn run_group(self: Arc<Self>, mut group: FuturesUnordered<ReplyFuture>) {
+        while let Some((id, reply)) = group.next().await {
+            for s in self.on_reply(id, reply) {
+                group.push(into_reply(s));
+            }
+        }
+    }
+
+    /// Drives `started` (and whatever their replies start) until `rx`
+    /// answers; the rest continues in the background.
+    pub(crate) async fn drive_until<T>(
+        self: &Arc<Self>,
+        started: InFlight,
+        rx: &mut oneshot::Receiver<T>,
+    ) -> Option<T> {
+        let mut group: FuturesUnordered<_> = started.into_iter().map(into_reply).collect();
+        let mut rest = RestToBackground { exec: self, group: Some(&mut group) };
+        let result = loop {
+            let group = rest.group.as_deref_mut().expect("present until the end");
+            tokio::select! {
+                biased;
+                r = &mut *rx => break r.ok(),
+                Some((id, reply)) = group.next(), if !group.is_empty() => {
+                    for s in self.on_reply(id, reply) {
+                        group.push(into_reply(s));
+                    }
+                }
+            }
+        };
+        drop(rest);
+        result
+    }
+}
+
+/// Feeds the transport's reports to the table, in the order they were sent.
+async fn feed_reports(weak: std::sync::Weak<Executor>, mut reports: mpsc::UnboundedReceiver<Report>) {
+    while let Some(report) = reports.recv().await {
+        let Some(exec) = weak.upgrade() else { return };
+        exec.on_report(report);
+    }
+}
+
+type ReplyFuture = std::pin::Pin<Box<dyn std::future::Future<Output = (RequestId, Reply)> + Send>>;
+
+fn into_reply((id, started): (RequestId, Started)) -> ReplyFuture {
+    Box::pin(async move { (id, started.await) })
+}
+
+/// On drop (the caller's answer came, or the caller itself was dropped),
+/// moves the replies still in flight to a background task.
+struct RestToBackground<'a> {
+    exec: &'a Arc<Executor>,
+    group: Option<&'a mut FuturesUnordered<ReplyFuture>>,
+}
+
+impl Drop for RestToBackground<'_> {
+    fn drop(&mut self) {
+        if let Some(group) = self.group.take() {
+            if !group.is_empty() {
+                let rest = std::mem::take(group);
+                let me = self.exec.clone();
+                self.exec.handle.spawn(async move { me.run_group(rest).await });
+            }
+        }
+    }
+}
