@@ -189,7 +189,10 @@ public final class DistributedLock implements Lock {
                 + "use a queue or a local Condition inside the critical section");
     }
 
-    /** How the calling thread's grants are recorded on the server: the Redis hash field, the ZooKeeper node data (diagnostics, tests). */
+    /**
+     * How the calling thread's grants are recorded on the server: the Redis hash field, the ZooKeeper
+     * node data (diagnostics, tests).
+     */
     String holderIdOfCurrentThread() {
         return Native.lockHolderId(handle, Owners.current());
     }
