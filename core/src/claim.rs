@@ -52,7 +52,7 @@ impl Outbox {
     }
 }
 
-/// The inputs every backend's slot accepts.
+/// The inputs every backend's claim accepts.
 pub(crate) trait Claim {
     /// Sends the first command(s) of the claim.
     fn begin(&mut self, cx: &mut Cx<'_>);

@@ -68,7 +68,7 @@ struct Holder {
 }
 
 /// A server-side claim with what the machine needs to know about it.
-struct Slot {
+struct TrackedClaim {
     claim: Box<dyn Claim + Send + Sync>,
     /// The ticket the claim is for, while it is still wanted.
     ticket: Option<Ticket>,
@@ -76,9 +76,9 @@ struct Slot {
     release: Option<ReleaseId>,
 }
 
-impl std::fmt::Debug for Slot {
+impl std::fmt::Debug for TrackedClaim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Slot").field("claim", &self.claim.describe()).field("ticket", &self.ticket).finish()
+        f.debug_struct("TrackedClaim").field("claim", &self.claim.describe()).field("ticket", &self.ticket).finish()
     }
 }
 
@@ -96,9 +96,9 @@ pub struct LockMachine {
     holder: Option<Holder>,
     waiters: VecDeque<Waiter>,
     /// The claim for `holder`, or for the first waiter while it contends.
-    active: Option<Slot>,
+    active: Option<TrackedClaim>,
     /// Claims that are only cleaning up (released, cancelled, lost).
-    background: Vec<Slot>,
+    background: Vec<TrackedClaim>,
     /// Lost grants whose holds have not all been released. Kept per grant
     /// (not cleared when the owner acquires again), so a stale guard's
     /// release reports its own loss and never ends the owner's newer hold.
@@ -248,7 +248,7 @@ impl LockMachine {
         }
         let w = Waiter { ticket, owner, deadline: opts.deadline, no_wait: opts.no_wait, lease: opts.lease, nonce };
         self.waiters.push_back(w);
-        self.pump(now);
+        self.start_next_claim(now);
         Ok(())
     }
 
@@ -306,16 +306,16 @@ impl LockMachine {
             return Ok(ReleaseProgress::StillHeld { remaining: h.count });
         }
         self.holder = None;
-        if let Some(mut slot) = self.active.take() {
-            slot.release = Some(id);
-            slot.ticket = None;
+        if let Some(mut tracked) = self.active.take() {
+            tracked.release = Some(id);
+            tracked.ticket = None;
             let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-            slot.claim.give_up(&mut cx);
-            self.retire(slot);
+            tracked.claim.give_up(&mut cx);
+            self.to_background(tracked);
         } else {
             self.events.push_back(Event::Released { id });
         }
-        self.pump(now);
+        self.start_next_claim(now);
         Ok(ReleaseProgress::Releasing(id))
     }
 
@@ -330,7 +330,7 @@ impl LockMachine {
         };
         self.waiters.remove(pos);
         self.abandon_active_for(now, ticket);
-        self.pump(now);
+        self.start_next_claim(now);
         true
     }
 
@@ -346,11 +346,11 @@ impl LockMachine {
         // Told before the release that gives the lock away is sent (events
         // are drained before commands).
         if self.lose_holder(LossReason::Closed) {
-            if let Some(mut slot) = self.active.take() {
+            if let Some(mut tracked) = self.active.take() {
                 let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-                slot.claim.give_up(&mut cx);
-                slot.ticket = None;
-                self.retire(slot);
+                tracked.claim.give_up(&mut cx);
+                tracked.ticket = None;
+                self.to_background(tracked);
             }
         }
     }
@@ -363,24 +363,24 @@ impl LockMachine {
         let now = self.clock.observe(now);
         self.run_due(now);
         if self.active.as_ref().is_some_and(|s| s.claim.owns(id)) {
-            let mut slot = self.active.take().expect("checked above");
+            let mut tracked = self.active.take().expect("checked above");
             let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-            let p = slot.claim.on_reply(&mut cx, id, reply);
-            self.settle_active(now, slot, p);
+            let p = tracked.claim.on_reply(&mut cx, id, reply);
+            self.apply_active_progress(now, tracked, p);
         } else if let Some(i) = self.background.iter().position(|s| s.claim.owns(id)) {
-            let mut slot = self.background.swap_remove(i);
+            let mut tracked = self.background.swap_remove(i);
             let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-            let p = slot.claim.on_reply(&mut cx, id, reply);
-            self.settle_background(slot, p);
+            let p = tracked.claim.on_reply(&mut cx, id, reply);
+            self.apply_background_progress(tracked, p);
         }
-        self.pump(now);
+        self.start_next_claim(now);
     }
 
     /// Feeds a pub/sub message or a fired watch.
     pub fn handle_notification(&mut self, now: Instant, n: Notification) {
         let now = self.clock.observe(now);
         self.run_due(now);
-        self.for_each_slot(now, |claim, cx| claim.on_notification(cx, &n));
+        self.for_each_claim(now, |claim, cx| claim.on_notification(cx, &n));
     }
 
     /// Feeds a change of connection or session state.
@@ -392,7 +392,7 @@ impl LockMachine {
             ConnectionEvent::Connected => None,
             _ => self.down_since,
         };
-        self.for_each_slot(now, |claim, cx| claim.on_connection(cx, ev));
+        self.for_each_claim(now, |claim, cx| claim.on_connection(cx, ev));
     }
 
     /// Runs every timer due at `now`: acquire deadlines, renewals, loss
@@ -410,8 +410,8 @@ impl LockMachine {
         if self.poll_timeout().is_none_or(|t| t > now) {
             return;
         }
-        // Slot timers first: a loss due now must be reported before anything else.
-        self.for_each_slot(now, |claim, cx| {
+        // TrackedClaim timers first: a loss due now must be reported before anything else.
+        self.for_each_claim(now, |claim, cx| {
             let mut last = Progress::Pending;
             for t in claim.timers().take_due(cx.now) {
                 let p = claim.on_timer(cx, t);
@@ -433,7 +433,7 @@ impl LockMachine {
             self.abandon_active_for(now, ticket);
             self.events.push_back(Event::Failed { ticket, owner, error });
         }
-        self.pump(now);
+        self.start_next_claim(now);
     }
 
     // ---- outputs -------------------------------------------------------
@@ -453,10 +453,10 @@ impl LockMachine {
     /// When [`Self::handle_timeout`] must next be called, if ever.
     #[must_use]
     pub fn poll_timeout(&mut self) -> Option<Instant> {
-        let slots = self.active.iter_mut().chain(self.background.iter_mut());
-        let slot_next = slots.filter_map(|s| s.claim.timers().next()).min();
+        let tracked_claims = self.active.iter_mut().chain(self.background.iter_mut());
+        let claim_next = tracked_claims.filter_map(|s| s.claim.timers().next()).min();
         let waiter_next = self.waiters.iter().filter_map(|w| w.deadline).min();
-        match (slot_next, waiter_next) {
+        match (claim_next, waiter_next) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -475,7 +475,7 @@ impl LockMachine {
     }
 
     /// Starts a claim for the first waiter when nothing else holds or contends.
-    fn pump(&mut self, now: Instant) {
+    fn start_next_claim(&mut self, now: Instant) {
         if self.holder.is_some() || self.active.is_some() || self.fatal.is_some() {
             return;
         }
@@ -483,7 +483,7 @@ impl LockMachine {
         let holder = self.holder_id(w.owner);
         if self.background.iter().any(|s| s.claim.shared_identity() == Some(holder.as_str())) {
             // The same owner's previous claim is still leaving the server;
-            // start once it is gone (its end calls pump again).
+            // start once it is gone (its end calls start_next_claim again).
             return;
         }
         let claim: Box<dyn Claim + Send + Sync> = match &self.layout {
@@ -500,62 +500,62 @@ impl LockMachine {
                 Box::new(ZkClaim::new(path.clone(), w.nonce, holder.into_bytes(), !w.no_wait, self.down_since))
             }
         };
-        let mut slot = Slot { claim, ticket: Some(w.ticket), release: None };
+        let mut tracked = TrackedClaim { claim, ticket: Some(w.ticket), release: None };
         let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-        slot.claim.begin(&mut cx);
-        self.active = Some(slot);
+        tracked.claim.begin(&mut cx);
+        self.active = Some(tracked);
     }
 
     /// If the active claim is for `ticket`, give it up in the background.
     fn abandon_active_for(&mut self, now: Instant, ticket: Ticket) {
         if self.active.as_ref().is_some_and(|s| s.ticket == Some(ticket) && self.holder.is_none()) {
-            let mut slot = self.active.take().expect("checked above");
-            slot.ticket = None;
+            let mut tracked = self.active.take().expect("checked above");
+            tracked.ticket = None;
             let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-            slot.claim.give_up(&mut cx);
-            self.retire(slot);
+            tracked.claim.give_up(&mut cx);
+            self.to_background(tracked);
         }
     }
 
-    fn retire(&mut self, slot: Slot) {
-        if slot.claim.is_finished() {
-            if let Some(id) = slot.release {
+    fn to_background(&mut self, tracked: TrackedClaim) {
+        if tracked.claim.is_finished() {
+            if let Some(id) = tracked.release {
                 self.events.push_back(Event::Released { id });
             }
         } else {
-            self.background.push(slot);
+            self.background.push(tracked);
         }
     }
 
-    fn for_each_slot(&mut self, now: Instant, mut f: impl FnMut(&mut dyn Claim, &mut Cx<'_>) -> Progress) {
-        if let Some(mut slot) = self.active.take() {
+    fn for_each_claim(&mut self, now: Instant, mut f: impl FnMut(&mut dyn Claim, &mut Cx<'_>) -> Progress) {
+        if let Some(mut tracked) = self.active.take() {
             let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-            let p = f(slot.claim.as_mut(), &mut cx);
-            self.settle_active(now, slot, p);
+            let p = f(tracked.claim.as_mut(), &mut cx);
+            self.apply_active_progress(now, tracked, p);
         }
-        for mut slot in std::mem::take(&mut self.background) {
+        for mut tracked in std::mem::take(&mut self.background) {
             let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-            let p = f(slot.claim.as_mut(), &mut cx);
-            self.settle_background(slot, p);
+            let p = f(tracked.claim.as_mut(), &mut cx);
+            self.apply_background_progress(tracked, p);
         }
-        self.pump(now);
+        self.start_next_claim(now);
     }
 
     /// Applies what the active claim reported.
-    fn settle_active(&mut self, now: Instant, mut slot: Slot, p: Progress) {
+    fn apply_active_progress(&mut self, now: Instant, mut tracked: TrackedClaim, p: Progress) {
         match p {
-            Progress::Pending => self.active = Some(slot),
+            Progress::Pending => self.active = Some(tracked),
             Progress::Granted(token) => {
-                let Some(ticket) = slot.ticket else {
+                let Some(ticket) = tracked.ticket else {
                     // Not wanted any more: should not happen, but never keep it.
                     let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-                    slot.claim.give_up(&mut cx);
-                    return self.retire(slot);
+                    tracked.claim.give_up(&mut cx);
+                    return self.to_background(tracked);
                 };
                 let Some(pos) = self.waiters.iter().position(|w| w.ticket == ticket) else {
                     let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-                    slot.claim.give_up(&mut cx);
-                    return self.retire(slot);
+                    tracked.claim.give_up(&mut cx);
+                    return self.to_background(tracked);
                 };
                 let w = self.waiters.remove(pos).expect("position is valid");
                 self.events.push_back(Event::Granted { ticket, owner: w.owner, token, reentry: 0 });
@@ -577,37 +577,37 @@ impl LockMachine {
                     false
                 });
                 self.holder = Some(Holder { owner: w.owner, count, token });
-                self.active = Some(slot);
+                self.active = Some(tracked);
             }
             Progress::Busy => {
-                self.fail_ticket(&mut slot, Error::WouldBlock);
-                self.retire(slot);
+                self.fail_ticket(&mut tracked, Error::WouldBlock);
+                self.to_background(tracked);
             }
             Progress::Unavailable(text) => {
-                self.fail_ticket(&mut slot, Error::Unavailable(text));
+                self.fail_ticket(&mut tracked, Error::Unavailable(text));
                 let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-                slot.claim.give_up(&mut cx);
-                self.retire(slot);
+                tracked.claim.give_up(&mut cx);
+                self.to_background(tracked);
             }
             Progress::Lost(reason) => {
                 self.lose_holder(reason);
-                slot.ticket = None;
+                tracked.ticket = None;
                 let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-                slot.claim.give_up(&mut cx);
-                self.retire(slot);
+                tracked.claim.give_up(&mut cx);
+                self.to_background(tracked);
             }
             Progress::Finished => {
                 // An active claim only finishes after give_up, which moves it
                 // to the background first; treat it as retired.
-                self.retire(slot);
+                self.to_background(tracked);
             }
-            Progress::Fatal(e) => self.fail(now, slot, e),
+            Progress::Fatal(e) => self.fail(now, tracked, e),
         }
     }
 
-    /// Ends the wait of the slot's ticket with `error`.
-    fn fail_ticket(&mut self, slot: &mut Slot, error: Error) {
-        if let Some(ticket) = slot.ticket.take() {
+    /// Ends the wait of the tracked's ticket with `error`.
+    fn fail_ticket(&mut self, tracked: &mut TrackedClaim, error: Error) {
+        if let Some(ticket) = tracked.ticket.take() {
             if let Some(pos) = self.waiters.iter().position(|w| w.ticket == ticket) {
                 let w = self.waiters.remove(pos).expect("position is valid");
                 self.events.push_back(Event::Failed { ticket, owner: w.owner, error });
@@ -615,19 +615,19 @@ impl LockMachine {
         }
     }
 
-    fn settle_background(&mut self, slot: Slot, p: Progress) {
+    fn apply_background_progress(&mut self, tracked: TrackedClaim, p: Progress) {
         match p {
             Progress::Fatal(_) | Progress::Finished => {
-                if let Some(id) = slot.release {
+                if let Some(id) = tracked.release {
                     self.events.push_back(Event::Released { id });
                 }
             }
-            _ if slot.claim.is_finished() => {
-                if let Some(id) = slot.release {
+            _ if tracked.claim.is_finished() => {
+                if let Some(id) = tracked.release {
                     self.events.push_back(Event::Released { id });
                 }
             }
-            _ => self.background.push(slot),
+            _ => self.background.push(tracked),
         }
     }
 
@@ -641,16 +641,16 @@ impl LockMachine {
     }
 
     /// A protocol error: report it to everyone and refuse further work.
-    fn fail(&mut self, now: Instant, mut slot: Slot, e: Error) {
+    fn fail(&mut self, now: Instant, mut tracked: TrackedClaim, e: Error) {
         self.fatal = Some(e.clone());
         self.lose_holder(LossReason::Protocol);
         for w in std::mem::take(&mut self.waiters) {
             self.events.push_back(Event::Failed { ticket: w.ticket, owner: w.owner, error: e.clone() });
         }
         let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
-        slot.claim.give_up(&mut cx);
-        slot.ticket = None;
-        self.retire(slot);
+        tracked.claim.give_up(&mut cx);
+        tracked.ticket = None;
+        self.to_background(tracked);
     }
 }
 

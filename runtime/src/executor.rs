@@ -101,7 +101,12 @@ impl Executor {
             timer: Arc::new(Timer::new()),
             handle: tokio::runtime::Handle::current(),
         });
-        tokio::spawn(crate::timer::run(Arc::downgrade(&exec), exec.timer.clone()));
+        let weak = Arc::downgrade(&exec);
+        tokio::spawn(crate::timer::run(exec.timer.clone(), move || {
+            let exec = weak.upgrade()?;
+            exec.fire_timers();
+            Some(exec.now())
+        }));
         tokio::spawn(feed_reports(Arc::downgrade(&exec), reports));
         Ok(exec)
     }

@@ -27,6 +27,7 @@ mod executor;
 #[doc(hidden)]
 pub mod fault;
 mod lock;
+mod options;
 mod owner;
 mod timer;
 mod url;

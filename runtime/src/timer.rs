@@ -5,13 +5,12 @@
 //! table's timers, and sleeps again.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use polylock_core::Instant;
 use tokio::sync::Notify;
 
-use crate::executor::Executor;
 
 /// The longest nap: a dropped client is noticed within it, and a host
 /// suspend (which tokio's sleep does not count) costs at most this much lateness.
@@ -44,26 +43,23 @@ impl Timer {
     }
 }
 
-/// The task: holds only a weak reference to the executor while asleep, so
-/// a dropped client ends it.
-pub(crate) async fn run(weak: Weak<Executor>, timer: Arc<Timer>) {
+/// The task. `fire` runs the table's due timers and returns the time now,
+/// or `None` once the client is gone (it holds the executor weakly, so a
+/// dropped client ends this task).
+pub(crate) async fn run(timer: Arc<Timer>, fire: impl Fn() -> Option<Instant>) {
     loop {
-        let nap = {
-            let Some(exec) = weak.upgrade() else { return };
-            timer.next.store(u64::MAX, Ordering::Release);
-            // Runs what is due; the table announces its next deadline again.
-            exec.fire_timers();
-            let now = exec.now().as_millis();
-            let wake_at = timer.next.load(Ordering::Acquire).min(now + IDLE.as_millis() as u64);
-            timer.sleeps_until.store(wake_at, Ordering::Release);
-            // A deadline announced before the store above did not wake us: look again.
-            if timer.next.load(Ordering::Acquire) < wake_at {
-                continue;
-            }
-            Duration::from_millis(wake_at.saturating_sub(now))
-        };
+        timer.next.store(u64::MAX, Ordering::Release);
+        // Runs what is due; the table announces its next deadline again.
+        let Some(now) = fire() else { return };
+        let now = now.as_millis();
+        let wake_at = timer.next.load(Ordering::Acquire).min(now + IDLE.as_millis() as u64);
+        timer.sleeps_until.store(wake_at, Ordering::Release);
+        // A deadline announced before the store above did not wake us: look again.
+        if timer.next.load(Ordering::Acquire) < wake_at {
+            continue;
+        }
         tokio::select! {
-            _ = tokio::time::sleep(nap) => {}
+            _ = tokio::time::sleep(Duration::from_millis(wake_at - now)) => {}
             _ = timer.wake.notified() => {}
         }
         timer.sleeps_until.store(0, Ordering::Release);

@@ -8,7 +8,7 @@ use std::time::Duration;
 use polylock_core::{Command, ConnectionEvent, Notification, Op, RedisValue, Reply};
 
 use super::{failed, not_ours, start_now, Report, Reports, Started, Transport};
-use crate::client::ClientOptions;
+use crate::options::ClientOptions;
 use crate::error::{Error, Result};
 use crate::url;
 

@@ -10,7 +10,7 @@ use zookeeper_client as zk;
 
 use super::zk_watches::Watches;
 use super::{failed, not_ours, start_now, Report, Reports, Started, Transport};
-use crate::client::ClientOptions;
+use crate::options::ClientOptions;
 use crate::error::{Error, Result};
 
 /// Where and how to connect, from the URL.
