@@ -64,7 +64,7 @@ const noop = () => {}
 
 class Client {
   #native
-  #holds = 0
+  #liveGuards = 0
   #closed = false
   /**
    * One timer handle per client, ref'd while the client has unreleased
@@ -81,11 +81,11 @@ class Client {
 
   [kHold]() {
     if (this.#closed) return
-    if (this.#holds++ === 0) (this.#keepAlive ??= setInterval(noop, 0x3fffffff)).ref()
+    if (this.#liveGuards++ === 0) (this.#keepAlive ??= setInterval(noop, 0x3fffffff)).ref()
   }
 
   [kUnhold]() {
-    if (this.#holds > 0 && --this.#holds === 0) this.#keepAlive?.unref()
+    if (this.#liveGuards > 0 && --this.#liveGuards === 0) this.#keepAlive?.unref()
   }
 
   /** `'redis'` or `'zookeeper'`. */
@@ -112,7 +112,7 @@ class Client {
 
   close() {
     this.#closed = true
-    this.#holds = 0
+    this.#liveGuards = 0
     if (this.#keepAlive !== undefined) clearInterval(this.#keepAlive)
     return call(undefined, () => this.#native.close())
   }

@@ -40,10 +40,10 @@ pub(crate) struct Outbox {
 }
 
 impl Outbox {
-    pub(crate) fn send(&mut self, op: Op) -> RequestId {
+    pub(crate) fn send(&mut self, op: impl Into<Op>) -> RequestId {
         self.next_id += 1;
         let id = RequestId(self.next_id);
-        self.queue.push_back(Command { id, op });
+        self.queue.push_back(Command { id, op: op.into() });
         id
     }
 

@@ -76,8 +76,16 @@ impl LockConfig {
     /// Sets the lease and the waiter TTL together: a waiter's queue entry
     /// lives as long as the grant it waits for (the one rule for both).
     pub fn set_lease(&mut self, lease: Duration) {
-        self.lease = lease;
-        self.waiter_ttl = lease;
+        (self.lease, self.waiter_ttl) = self.lease_and_waiter_ttl(Some(lease));
+    }
+
+    /// The lease and waiter TTL of a claim that asked for `lease` (`None`:
+    /// the config's own), by the rule of [`Self::set_lease`].
+    pub(crate) fn lease_and_waiter_ttl(&self, lease: Option<Duration>) -> (Duration, Duration) {
+        match lease {
+            Some(lease) => (lease, lease),
+            None => (self.lease, self.waiter_ttl),
+        }
     }
 
     /// Redis: the safety margin subtracted from the lease to get the local

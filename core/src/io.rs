@@ -14,10 +14,19 @@ pub struct Command {
     pub op: Op,
 }
 
-/// The backend operation a command asks for.
+/// The backend operation a command asks for: each backend's own type, so
+/// a transport matches only the operations of its backend.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Op {
+    Redis(RedisOp),
+    ZooKeeper(ZkOp),
+}
+
+/// A Redis operation. Exhaustive on purpose: a new one must be handled by
+/// every Redis transport before it compiles.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RedisOp {
     /// Redis: run a Lua script, as one request that executes where it stands
     /// in the command order (`EVAL` with the source; not `EVALSHA` with a
     /// `NOSCRIPT` fallback, which would resend it after later commands).
@@ -28,8 +37,13 @@ pub enum Op {
     /// [`Notification::Message`] for each message. The driver resubscribes
     /// after a reconnect by itself and reports [`ConnectionEvent::Connected`].
     Subscribe { channel: String },
-    /// Redis: drop a subscription made with [`Op::Subscribe`]. Reply: [`Reply::Done`].
+    /// Redis: drop a subscription made with [`RedisOp::Subscribe`]. Reply: [`Reply::Done`].
     Unsubscribe { channel: String },
+}
+
+/// A ZooKeeper operation. Exhaustive on purpose, as [`RedisOp`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ZkOp {
     /// ZooKeeper: create `path` + a 10-digit sequence, EPHEMERAL_SEQUENTIAL,
     /// open ACL. Reply: [`Reply::Created`], or [`Reply::NoNode`] if the parent is missing.
     CreateSequential { path: String, data: Vec<u8> },
@@ -48,11 +62,23 @@ pub enum Op {
     GetData { path: String },
     /// ZooKeeper: delete `path`, any version. Reply: [`Reply::Done`] or [`Reply::NoNode`].
     Delete { path: String },
-    /// ZooKeeper: the watch set by the [`Op::Stat`] command `watch` is no
+    /// ZooKeeper: the watch set by the [`ZkOp::Stat`] command `watch` is no
     /// longer wanted (its claim timed out, was cancelled, or looks again).
     /// The driver drops it, on the server too, and never reports it; it may
     /// come before that command's reply. Reply: [`Reply::Done`].
     Unwatch { watch: RequestId },
+}
+
+impl From<RedisOp> for Op {
+    fn from(op: RedisOp) -> Self {
+        Op::Redis(op)
+    }
+}
+
+impl From<ZkOp> for Op {
+    fn from(op: ZkOp) -> Self {
+        Op::ZooKeeper(op)
+    }
 }
 
 /// A Lua script the core asks Redis to run.
@@ -76,7 +102,7 @@ pub enum Reply {
     Children(Vec<String>),
     /// ZooKeeper stat/getData: the node's czxid.
     Stat { czxid: i64 },
-    /// ZooKeeper getData ([`Op::GetData`]): the node's data and czxid.
+    /// ZooKeeper getData ([`ZkOp::GetData`]): the node's data and czxid.
     Data { data: Vec<u8>, czxid: i64 },
     /// ZooKeeper: the node does not exist.
     NoNode,
@@ -114,7 +140,7 @@ pub enum Notification {
     /// with its payload (`0` for a plain wake-up, a fencing token for a
     /// direct handoff).
     Message { channel: String, payload: String },
-    /// ZooKeeper: the watch set by the [`Op::Stat`] command `id` fired
+    /// ZooKeeper: the watch set by the [`ZkOp::Stat`] command `id` fired
     /// (the node was deleted or its data changed; the session's end comes as
     /// [`ConnectionEvent::SessionExpired`] instead).
     WatchFired { id: RequestId },

@@ -95,7 +95,8 @@ pub use config::{Backend, LockConfig};
 pub use error::{Error, LossReason};
 pub use ids::{holder_id, FencingToken, Nonce, OwnerId, ReleaseId, RequestId, Ticket};
 pub use io::{
-    Command, ConnectionEvent, Event, Notification, Op, RedisValue, ReleaseProgress, Reply, Script, TransportError,
+    Command, ConnectionEvent, Event, Notification, Op, RedisOp, RedisValue, ReleaseProgress, Reply, Script,
+    TransportError, ZkOp,
 };
 pub use machine::{AcquireOptions, LockMachine};
 pub use name::LockName;

@@ -311,7 +311,7 @@ impl LockMachine {
             tracked.ticket = None;
             let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
             tracked.claim.give_up(&mut cx);
-            self.to_background(tracked);
+            self.move_to_background(tracked);
         } else {
             self.events.push_back(Event::Released { id });
         }
@@ -350,7 +350,7 @@ impl LockMachine {
                 let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
                 tracked.claim.give_up(&mut cx);
                 tracked.ticket = None;
-                self.to_background(tracked);
+                self.move_to_background(tracked);
             }
         }
     }
@@ -488,12 +488,8 @@ impl LockMachine {
         }
         let claim: Box<dyn Claim + Send + Sync> = match &self.layout {
             Layout::Redis(keys) => {
-                // An acquire's own lease also sets its queue entry's TTL: a
-                // waiter lives as long as the grant it waits for.
-                let terms = match w.lease {
-                    Some(lease) => Terms { lease, waiter_ttl: lease },
-                    None => Terms { lease: self.cfg.lease, waiter_ttl: self.cfg.waiter_ttl },
-                };
+                let (lease, waiter_ttl) = self.cfg.lease_and_waiter_ttl(w.lease);
+                let terms = Terms { lease, waiter_ttl };
                 Box::new(RedisClaim::new(keys.clone(), holder, w.nonce.0, !w.no_wait, terms))
             }
             Layout::ZooKeeper(path) => {
@@ -513,11 +509,11 @@ impl LockMachine {
             tracked.ticket = None;
             let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
             tracked.claim.give_up(&mut cx);
-            self.to_background(tracked);
+            self.move_to_background(tracked);
         }
     }
 
-    fn to_background(&mut self, tracked: TrackedClaim) {
+    fn move_to_background(&mut self, tracked: TrackedClaim) {
         if tracked.claim.is_finished() {
             if let Some(id) = tracked.release {
                 self.events.push_back(Event::Released { id });
@@ -550,12 +546,12 @@ impl LockMachine {
                     // Not wanted any more: should not happen, but never keep it.
                     let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
                     tracked.claim.give_up(&mut cx);
-                    return self.to_background(tracked);
+                    return self.move_to_background(tracked);
                 };
                 let Some(pos) = self.waiters.iter().position(|w| w.ticket == ticket) else {
                     let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
                     tracked.claim.give_up(&mut cx);
-                    return self.to_background(tracked);
+                    return self.move_to_background(tracked);
                 };
                 let w = self.waiters.remove(pos).expect("position is valid");
                 self.events.push_back(Event::Granted { ticket, owner: w.owner, token, reentry: 0 });
@@ -581,25 +577,25 @@ impl LockMachine {
             }
             Progress::Busy => {
                 self.fail_ticket(&mut tracked, Error::WouldBlock);
-                self.to_background(tracked);
+                self.move_to_background(tracked);
             }
             Progress::Unavailable(text) => {
                 self.fail_ticket(&mut tracked, Error::Unavailable(text));
                 let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
                 tracked.claim.give_up(&mut cx);
-                self.to_background(tracked);
+                self.move_to_background(tracked);
             }
             Progress::Lost(reason) => {
                 self.lose_holder(reason);
                 tracked.ticket = None;
                 let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
                 tracked.claim.give_up(&mut cx);
-                self.to_background(tracked);
+                self.move_to_background(tracked);
             }
             Progress::Finished => {
                 // An active claim only finishes after give_up, which moves it
                 // to the background first; treat it as retired.
-                self.to_background(tracked);
+                self.move_to_background(tracked);
             }
             Progress::Fatal(e) => self.fail(now, tracked, e),
         }
@@ -650,7 +646,7 @@ impl LockMachine {
         let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
         tracked.claim.give_up(&mut cx);
         tracked.ticket = None;
-        self.to_background(tracked);
+        self.move_to_background(tracked);
     }
 }
 
@@ -707,7 +703,7 @@ mod tests {
         m.acquire(t0, owner, AcquireOptions::default(), Nonce(2)).unwrap();
         let create = m.poll_command().unwrap();
         let list = m.poll_command().unwrap();
-        let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+        let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
         let node = format!("{path}0000000007");
         let child = node.rsplit('/').next().unwrap().to_owned();
         m.handle_reply(t0, create.id, Reply::Created { path: node, czxid: 40 });

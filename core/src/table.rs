@@ -11,7 +11,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
-use crate::io::{Command, ConnectionEvent, Event, Notification, Op, ReleaseProgress, Reply};
+use crate::io::{Command, ConnectionEvent, Event, Notification, Op, RedisOp, ReleaseProgress, Reply, ZkOp};
 use crate::machine::{AcquireOptions, LockMachine};
 use crate::status::{LockStatus, StatusRead, StatusStep};
 use crate::{
@@ -400,32 +400,32 @@ impl LockTable {
     fn route_command(&mut self, name: &str, cmd: Command) {
         let Command { id: local, op } = cmd;
         let op = match op {
-            Op::Subscribe { channel } => {
+            Op::Redis(RedisOp::Subscribe { channel }) => {
                 let e = self.channels.entry(channel.clone()).or_insert_with(|| (name.to_owned(), 0));
                 e.1 += 1;
-                Op::Subscribe { channel }
+                Op::Redis(RedisOp::Subscribe { channel })
             }
-            Op::Unsubscribe { channel } => {
+            Op::Redis(RedisOp::Unsubscribe { channel }) => {
                 if let Some(e) = self.channels.get_mut(&channel) {
                     e.1 = e.1.saturating_sub(1);
                     if e.1 == 0 {
                         self.channels.remove(&channel);
                     }
                 }
-                Op::Unsubscribe { channel }
+                Op::Redis(RedisOp::Unsubscribe { channel })
             }
-            Op::Unwatch { watch } => {
+            Op::ZooKeeper(ZkOp::Unwatch { watch }) => {
                 let Some(global) = self.watch_ids.remove(&(name.to_owned(), watch)) else {
                     // Already fired or never set: nothing to drop. No claim
                     // waits for an unwatch's reply, so none is owed.
                     return;
                 };
                 self.watches.remove(&global);
-                Op::Unwatch { watch: global }
+                Op::ZooKeeper(ZkOp::Unwatch { watch: global })
             }
             op => op,
         };
-        let watch = matches!(op, Op::Stat { watch: true, .. });
+        let watch = matches!(op, Op::ZooKeeper(ZkOp::Stat { watch: true, .. }));
         let id = self.send(Route::Lock { name: name.to_owned(), local }, op);
         if watch {
             self.watches.insert(id, (name.to_owned(), local));
@@ -456,7 +456,10 @@ impl LockTable {
                 self.watch_ids.remove(&(n, local));
             }
             self.next_request += 1;
-            self.commands.push_back(Command { id: RequestId(self.next_request), op: Op::Unwatch { watch: id } });
+            self.commands.push_back(Command {
+                id: RequestId(self.next_request),
+                op: Op::ZooKeeper(ZkOp::Unwatch { watch: id }),
+            });
         }
         if !self.routes.is_empty() {
             self.routes.retain(|_, r| !matches!(r, Route::Lock { name: n, .. } if n == name));

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use polylock_core::RedisOp;
 use polylock_core::{
     AcquireOptions, Backend, Event, FencingToken, Instant, LockConfig, LockMachine, LockName, LossReason, Nonce,
     Notification, Op, OwnerId, RedisValue, Reply,
@@ -31,11 +32,11 @@ fn a_handed_over_lock_holds_for_the_waiters_lease_from_its_last_queued_acquire()
     // Busy: subscribe to our channel, then ask again; that acquire, sent at
     // 20 ms, is the last one the server answers "queued".
     let first = m.poll_command().unwrap();
-    let Op::Eval { args, .. } = &first.op else { panic!("{first:?}") };
+    let Op::Redis(RedisOp::Eval { args, .. }) = &first.op else { panic!("{first:?}") };
     assert!(args[5].ends_with("|10000"), "the queue member carries the lease in ms: {:?}", args[5]);
     m.handle_reply(at(10), first.id, busy());
     let sub = m.poll_command().unwrap();
-    let Op::Subscribe { channel } = sub.op.clone() else { panic!("{sub:?}") };
+    let Op::Redis(RedisOp::Subscribe { channel }) = sub.op.clone() else { panic!("{sub:?}") };
     m.handle_reply(at(20), sub.id, Reply::Done);
     let again = m.poll_command().unwrap();
     m.handle_reply(at(30), again.id, busy());
@@ -49,7 +50,7 @@ fn a_handed_over_lock_holds_for_the_waiters_lease_from_its_last_queued_acquire()
     );
     let sent: Vec<Op> = std::iter::from_fn(|| m.poll_command()).map(|c| c.op).collect();
     assert!(
-        sent.iter().all(|op| matches!(op, Op::Unsubscribe { .. })),
+        sent.iter().all(|op| matches!(op, Op::Redis(RedisOp::Unsubscribe { .. }))),
         "a handoff needs no round trip of its own: {sent:?}"
     );
 
@@ -58,7 +59,10 @@ fn a_handed_over_lock_holds_for_the_waiters_lease_from_its_last_queued_acquire()
     assert_eq!(m.poll_timeout(), Some(at(renew_at)));
     m.handle_timeout(at(renew_at));
     let renew = m.poll_command().unwrap();
-    assert!(matches!(&renew.op, Op::Eval { script, .. } if script.name == "polylock_renew"), "{renew:?}");
+    assert!(
+        matches!(&renew.op, Op::Redis(RedisOp::Eval { script, .. }) if script.name == "polylock_renew"),
+        "{renew:?}"
+    );
 
     // With no answer to the renewal, the lock is believed until that send
     // plus the lease less the drift margin, and not a moment longer.

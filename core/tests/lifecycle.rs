@@ -1,6 +1,7 @@
 //! Lifecycle rules of one machine, driven by hand: what the application is
 //! told, and in which order, around close and concurrent acquires.
 
+use polylock_core::RedisOp;
 use polylock_core::*;
 
 fn granted(token: i64) -> Reply {
@@ -76,7 +77,7 @@ fn close_tells_the_holder_before_its_release_goes_out() {
     // The drive contract delivers events before sending commands.
     assert_eq!(m.poll_event(), Some(Event::Lost { owner, token: FencingToken(9), reason: LossReason::Closed }));
     let leave = m.poll_command().expect("the release goes out");
-    assert!(matches!(leave.op, Op::Eval { .. }));
+    assert!(matches!(leave.op, Op::Redis(RedisOp::Eval { .. })));
     assert!(!m.is_idle(), "the release is still in flight");
     m.handle_reply(t0, leave.id, Reply::Redis(RedisValue::Int(1)));
     assert!(!m.has_server_work(), "nothing left on the server once the release is answered");

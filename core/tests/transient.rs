@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use polylock_core::*;
+use polylock_core::{RedisOp, ZkOp};
 
 const BUSY: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 const READONLY: &str = "READONLY You can't write against a read only replica.";
@@ -75,7 +76,10 @@ fn a_busy_reply_to_an_acquire_is_retried_and_then_granted() {
     assert!(retry_at > at(1), "with backoff, not at once: {retry_at:?}");
     m.handle_timeout(retry_at);
     let again = one_command(&mut m);
-    assert!(matches!(again.op, Op::Eval { script, .. } if script.name == "polylock_acquire"), "{again:?}");
+    assert!(
+        matches!(again.op, Op::Redis(RedisOp::Eval { script, .. }) if script.name == "polylock_acquire"),
+        "{again:?}"
+    );
     m.handle_reply(retry_at, again.id, granted(7));
     assert_eq!(events(&mut m), vec![Event::Granted { ticket, owner, token: FencingToken(7), reentry: 0 }]);
 }
@@ -286,7 +290,7 @@ fn a_refused_zookeeper_try_still_deletes_the_node_its_lost_create_made() {
         .unwrap();
     let create = m.poll_command().unwrap();
     let list = m.poll_command().unwrap();
-    let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+    let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
     let node = format!("{}0000000001", path.rsplit('/').next().unwrap());
     let lost = || Reply::Failed(TransportError { message: "timed out".into() });
     m.handle_reply(at(1), create.id, lost());
@@ -310,9 +314,9 @@ fn a_refused_zookeeper_try_still_deletes_the_node_its_lost_create_made() {
             }
         };
         let reply = match &cmd.op {
-            Op::GetChildren { .. } => Reply::Children(vec![node.clone()]),
-            Op::Stat { .. } => Reply::Stat { czxid: 40 },
-            Op::Delete { path } => {
+            Op::ZooKeeper(ZkOp::GetChildren { .. }) => Reply::Children(vec![node.clone()]),
+            Op::ZooKeeper(ZkOp::Stat { .. }) => Reply::Stat { czxid: 40 },
+            Op::ZooKeeper(ZkOp::Delete { path }) => {
                 assert!(path.ends_with(&node), "{path}");
                 m.handle_reply(at(t), cmd.id, Reply::Done);
                 assert!(m.is_idle(), "nothing left to clean up");

@@ -1,6 +1,7 @@
 //! ZooKeeper loss deadlines, step by step on one machine: every way into
 //! Held must know whether the connection is down and since when.
 
+use polylock_core::ZkOp;
 use polylock_core::{
     AcquireOptions, Backend, ConnectionEvent, Event, FencingToken, Instant, LockConfig, LockMachine, LockName,
     LossReason, Nonce, Op, OwnerId, Reply,
@@ -20,7 +21,7 @@ fn create_answered(m: &mut LockMachine, t: Instant) -> (polylock_core::RequestId
     m.acquire(t, OWNER, AcquireOptions::default(), Nonce(2)).unwrap();
     let create = m.poll_command().unwrap();
     let list = m.poll_command().unwrap();
-    let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+    let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
     let node = format!("{path}0000000007");
     let child = node.rsplit('/').next().unwrap().to_owned();
     m.handle_reply(t, create.id, Reply::Created { path: node, czxid: 40 });
@@ -79,7 +80,7 @@ fn a_grant_after_the_disconnection_deadline_waits_for_the_session() {
     let back = late.saturating_add(std::time::Duration::from_millis(50));
     m.handle_connection(back, ConnectionEvent::Connected);
     let relist = m.poll_command().expect("the claim looks again once connected");
-    assert!(matches!(relist.op, Op::GetChildren { .. }), "{relist:?}");
+    assert!(matches!(relist.op, Op::ZooKeeper(ZkOp::GetChildren { .. })), "{relist:?}");
     m.handle_reply(back, relist.id, Reply::Children(vec![child]));
     assert!(matches!(m.poll_event(), Some(Event::Granted { token: FencingToken(40), .. })));
 }

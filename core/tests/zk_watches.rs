@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use polylock_core::ZkOp;
 use polylock_core::{
     AcquireOptions, Backend, Command, ConnectionEvent, Event, FencingToken, Instant, LockConfig, LockMachine, LockName,
     LossReason, Nonce, Notification, Op, OwnerId, Reply, RequestId,
@@ -25,7 +26,7 @@ fn acquire_behind(m: &mut LockMachine, others: &[&str], opts: AcquireOptions) ->
     m.acquire(T0, OWNER, opts, Nonce(2)).unwrap();
     let create = m.poll_command().unwrap();
     let list = m.poll_command().unwrap();
-    let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+    let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
     let node = format!("{path}0000000007");
     let mut children: Vec<String> = others.iter().map(|s| s.to_string()).collect();
     children.push(node.rsplit('/').next().unwrap().to_owned());
@@ -35,7 +36,7 @@ fn acquire_behind(m: &mut LockMachine, others: &[&str], opts: AcquireOptions) ->
 }
 
 fn own_watch(sent: &[Command], node: &str) -> RequestId {
-    let watch = sent.iter().find(|c| matches!(&c.op, Op::Stat { path, watch: true } if path == node));
+    let watch = sent.iter().find(|c| matches!(&c.op, Op::ZooKeeper(ZkOp::Stat { path, watch: true }) if path == node));
     watch.unwrap_or_else(|| panic!("the holder does not watch its own node: {sent:?}")).id
 }
 
@@ -77,12 +78,14 @@ fn a_failed_own_watch_is_sent_again() {
 }
 
 fn predecessor_watch(sent: &[Command]) -> RequestId {
-    let w = sent.iter().find(|c| matches!(&c.op, Op::Stat { path, watch: true } if path.ends_with("-lock-0000000003")));
+    let w = sent.iter().find(
+        |c| matches!(&c.op, Op::ZooKeeper(ZkOp::Stat { path, watch: true }) if path.ends_with("-lock-0000000003")),
+    );
     w.unwrap_or_else(|| panic!("no watch on the predecessor: {sent:?}")).id
 }
 
 fn unwatches(sent: &[Command], watch: RequestId) -> bool {
-    sent.iter().any(|c| c.op == Op::Unwatch { watch })
+    sent.iter().any(|c| c.op == Op::ZooKeeper(ZkOp::Unwatch { watch }))
 }
 
 #[test]
@@ -97,7 +100,7 @@ fn a_waiter_that_times_out_drops_its_watch() {
     assert!(matches!(m.poll_event(), Some(Event::Failed { error: polylock_core::Error::Timeout, .. })));
     let sent = commands(&mut m);
     assert!(unwatches(&sent, watch), "the abandoned watch is not dropped: {sent:?}");
-    assert!(sent.iter().any(|c| matches!(c.op, Op::Delete { .. })), "{sent:?}");
+    assert!(sent.iter().any(|c| matches!(c.op, Op::ZooKeeper(ZkOp::Delete { .. }))), "{sent:?}");
 }
 
 #[test]
@@ -109,5 +112,5 @@ fn a_waiter_that_looks_again_after_a_reconnection_drops_the_old_watch() {
     m.handle_connection(T0, ConnectionEvent::Connected);
     let sent = commands(&mut m);
     assert!(unwatches(&sent, watch), "{sent:?}");
-    assert!(sent.iter().any(|c| matches!(c.op, Op::GetChildren { .. })), "{sent:?}");
+    assert!(sent.iter().any(|c| matches!(c.op, Op::ZooKeeper(ZkOp::GetChildren { .. }))), "{sent:?}");
 }

@@ -24,32 +24,13 @@ async fn main() {
     let keys = polylock_core::redis::RedisKeys::of(&name);
     let field = polylock_core::holder_id(Nonce(1), OwnerId(1));
     let member = format!("{field}|0000000000000001");
-    let acquire_keys = [
-        keys.lock().to_owned(),
-        keys.fence().to_owned(),
-        keys.queue().to_owned(),
-        keys.queue_deadline().to_owned(),
-    ];
-    let acquire_args = [
-        field.clone(),
-        "30000".into(),
-        "1".into(),
-        "30000".into(),
-        keys.channel().to_owned(),
-        member.clone(),
-    ];
-    let leave_keys = [
-        keys.lock().to_owned(),
-        keys.queue().to_owned(),
-        keys.queue_deadline().to_owned(),
-        keys.fence().to_owned(),
-    ];
-    let leave_args = [
-        field.clone(),
-        keys.channel().to_owned(),
-        keys.channel().to_owned(),
-        member.clone(),
-    ];
+    let acquire_keys =
+        [keys.lock().to_owned(), keys.fence().to_owned(), keys.queue().to_owned(), keys.queue_deadline().to_owned()];
+    let acquire_args =
+        [field.clone(), "30000".into(), "1".into(), "30000".into(), keys.channel().to_owned(), member.clone()];
+    let leave_keys =
+        [keys.lock().to_owned(), keys.queue().to_owned(), keys.queue_deadline().to_owned(), keys.fence().to_owned()];
+    let leave_args = [field.clone(), keys.channel().to_owned(), keys.channel().to_owned(), member.clone()];
     let mut shas = Vec::new();
     for s in [&ACQUIRE, &LEAVE] {
         let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(s.source).query_async(&mut conn).await.unwrap();

@@ -11,7 +11,6 @@ use std::time::Duration;
 use polylock_core::Instant;
 use tokio::sync::Notify;
 
-
 /// The longest nap: a dropped client is noticed within it, and a host
 /// suspend (which tokio's sleep does not count) costs at most this much lateness.
 const IDLE: Duration = Duration::from_secs(1);

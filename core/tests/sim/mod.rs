@@ -17,6 +17,7 @@ use polylock_core::{
     AcquireOptions, Backend, Command, ConnectionEvent, Event, Instant, LockConfig, LockMachine, LockName, Nonce,
     Notification, Op, OwnerId, Reply, RequestId, Ticket, TransportError,
 };
+use polylock_core::{RedisOp, ZkOp};
 use redis_model::RedisModel;
 use zk_model::ZkModel;
 
@@ -727,8 +728,8 @@ impl World {
             self.out.wake_retries += sent
                 .iter()
                 .filter(|op| {
-                    matches!(op, Op::Eval { script, .. } if script.name == "polylock_acquire")
-                        || matches!(op, Op::GetChildren { .. })
+                    matches!(op, Op::Redis(RedisOp::Eval { script, .. }) if script.name == "polylock_acquire")
+                        || matches!(op, Op::ZooKeeper(ZkOp::GetChildren { .. }))
                 })
                 .count() as u64;
         }
@@ -761,7 +762,7 @@ impl World {
     }
 
     fn send(&mut self, c: usize, cmd: Command) {
-        let pubsub = matches!(cmd.op, Op::Subscribe { .. } | Op::Unsubscribe { .. });
+        let pubsub = matches!(cmd.op, Op::Redis(RedisOp::Subscribe { .. }) | Op::Redis(RedisOp::Unsubscribe { .. }));
         if self.clients[c].disconnected || self.rng.chance(self.sc.faults.drop_per_mille) && !pubsub {
             let drop_reply = !self.clients[c].disconnected && self.rng.chance(500);
             if !drop_reply {
@@ -787,7 +788,7 @@ impl World {
     fn serve(&mut self, c: usize, session: u64, cmd: Command, drop_reply: bool) {
         if !drop_reply && self.rng.chance(self.sc.faults.refuse_per_mille) {
             let reply = Reply::Refused(self.transient_error());
-            if matches!(cmd.op, Op::Subscribe { .. } | Op::Unsubscribe { .. }) {
+            if matches!(cmd.op, Op::Redis(RedisOp::Subscribe { .. }) | Op::Redis(RedisOp::Unsubscribe { .. })) {
                 // Answered on the pub/sub connection, like a confirmation.
                 self.push_pub(c, Input::Reply(cmd.id, reply));
             } else {
@@ -797,14 +798,14 @@ impl World {
         }
         let reply = match self.sc.backend {
             Backend::Redis => match &cmd.op {
-                Op::Eval { script, keys, args } => {
+                Op::Redis(RedisOp::Eval { script, keys, args }) => {
                     let fx = self.redis.eval(self.now, script.name, keys, args);
                     for (ch, payload) in fx.publish {
                         self.publish(&ch, &payload);
                     }
                     fx.reply
                 }
-                Op::Subscribe { channel } => {
+                Op::Redis(RedisOp::Subscribe { channel }) => {
                     let subs = self.redis.subs.entry(channel.clone()).or_default();
                     if !subs.contains(&c) {
                         subs.push(c);
@@ -813,7 +814,7 @@ impl World {
                     self.push_pub(c, Input::Reply(cmd.id, Reply::Done));
                     return;
                 }
-                Op::Unsubscribe { channel } => {
+                Op::Redis(RedisOp::Unsubscribe { channel }) => {
                     if let Some(s) = self.redis.subs.get_mut(channel) {
                         s.retain(|x| *x != c);
                     }

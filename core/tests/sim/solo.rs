@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use polylock_core::RedisOp;
 use polylock_core::{
     AcquireOptions, Backend, Event, Instant, LockConfig, LockMachine, LockName, Nonce, Op, OwnerId, Reply,
 };
@@ -62,7 +63,7 @@ impl Solo {
                     any = true;
                     let now = Instant::from_millis(self.now);
                     match (&cmd.op, self.backend) {
-                        (Op::Eval { script, keys, args }, _) => {
+                        (Op::Redis(RedisOp::Eval { script, keys, args }), _) => {
                             let fx = self.redis.eval(self.now, script.name, keys, args);
                             self.machines[c].handle_reply(now, cmd.id, fx.reply);
                             for (ch, payload) in fx.publish {
@@ -78,11 +79,11 @@ impl Solo {
                                 }
                             }
                         }
-                        (Op::Subscribe { channel }, _) => {
+                        (Op::Redis(RedisOp::Subscribe { channel }), _) => {
                             self.redis.subs.entry(channel.clone()).or_default().push(c);
                             self.machines[c].handle_reply(now, cmd.id, Reply::Done);
                         }
-                        (Op::Unsubscribe { channel }, _) => {
+                        (Op::Redis(RedisOp::Unsubscribe { channel }), _) => {
                             if let Some(s) = self.redis.subs.get_mut(channel) {
                                 s.retain(|x| *x != c);
                             }

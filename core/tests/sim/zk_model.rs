@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use polylock_core::ZkOp;
 use polylock_core::{Op, Reply, RequestId};
 
 #[derive(Debug, Clone)]
@@ -68,7 +69,7 @@ impl ZkModel {
 
     pub fn apply(&mut self, client: usize, session: u64, id: RequestId, op: &Op, fired: &mut Fired) -> Reply {
         match op {
-            Op::CreateSequential { path, data } => {
+            Op::ZooKeeper(ZkOp::CreateSequential { path, data }) => {
                 let parent = parent_of(path).to_owned();
                 let Some(p) = self.nodes.get_mut(&parent) else { return Reply::NoNode };
                 let seq = p.next_seq;
@@ -87,7 +88,7 @@ impl ZkModel {
                 );
                 Reply::Created { path: full, czxid: self.zxid }
             }
-            Op::CreateContainers { path } => {
+            Op::ZooKeeper(ZkOp::CreateContainers { path }) => {
                 let mut at = String::new();
                 for seg in path.trim_start_matches('/').split('/') {
                     at.push('/');
@@ -108,13 +109,13 @@ impl ZkModel {
                 }
                 Reply::Done
             }
-            Op::GetChildren { path } => {
+            Op::ZooKeeper(ZkOp::GetChildren { path }) => {
                 if !self.nodes.contains_key(path) {
                     return Reply::NoNode;
                 }
                 Reply::Children(self.children(path))
             }
-            Op::Stat { path, watch } => match self.nodes.get(path) {
+            Op::ZooKeeper(ZkOp::Stat { path, watch }) => match self.nodes.get(path) {
                 None => Reply::NoNode,
                 Some(n) => {
                     let czxid = n.czxid;
@@ -124,7 +125,7 @@ impl ZkModel {
                     Reply::Stat { czxid }
                 }
             },
-            Op::Delete { path } => {
+            Op::ZooKeeper(ZkOp::Delete { path }) => {
                 if !self.nodes.contains_key(path) {
                     return Reply::NoNode;
                 }
@@ -133,7 +134,7 @@ impl ZkModel {
                 self.delete_node(path, fired);
                 Reply::Done
             }
-            Op::Unwatch { watch } => {
+            Op::ZooKeeper(ZkOp::Unwatch { watch }) => {
                 for ws in self.watches.values_mut() {
                     ws.retain(|w| *w != (client, *watch));
                 }

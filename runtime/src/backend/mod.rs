@@ -72,7 +72,9 @@ pub(crate) fn failed(msg: impl std::fmt::Display) -> Reply {
     Reply::Failed(TransportError { message: msg.to_string() })
 }
 
-/// The answer to an operation of another backend: the core never sends one.
+/// The answer to an operation of another backend's type. A lock table only
+/// makes the operations of the backend it was made for, so this is never
+/// reached; it answers instead of panicking in a caller's task.
 pub(crate) fn not_ours(backend: &str, op: &polylock_core::Op) -> Started {
     Box::pin(std::future::ready(Reply::Refused(format!("not a {backend} operation: {op:?}"))))
 }

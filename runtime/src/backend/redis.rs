@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use polylock_core::{Command, ConnectionEvent, Notification, Op, RedisValue, Reply};
+use polylock_core::{Command, ConnectionEvent, Notification, Op, RedisOp, RedisValue, Reply};
 
 use super::{failed, not_ours, start_now, Report, Reports, Started, Transport};
-use crate::options::ClientOptions;
 use crate::error::{Error, Result};
+use crate::options::ClientOptions;
 use crate::url;
 
 pub(crate) struct RedisTransport {
@@ -165,8 +165,9 @@ where
 impl Transport for RedisTransport {
     fn start(&self, cmd: Command) -> Started {
         let timeout = self.request_timeout;
-        match cmd.op {
-            Op::Eval { script, keys, args } => {
+        let Op::Redis(op) = cmd.op else { return not_ours("Redis", &cmd.op) };
+        match op {
+            RedisOp::Eval { script, keys, args } => {
                 let mut conn = self.cmd.clone();
                 let cmd = eval_cmd(script, &keys, &args);
                 start_now(async move {
@@ -177,7 +178,7 @@ impl Transport for RedisTransport {
                     .await
                 })
             }
-            Op::Subscribe { channel } => {
+            RedisOp::Subscribe { channel } => {
                 let mut conn = self.pubsub.clone();
                 start_now(async move {
                     within(timeout, "subscribe", conn.subscribe(&channel), |r| {
@@ -186,7 +187,7 @@ impl Transport for RedisTransport {
                     .await
                 })
             }
-            Op::Unsubscribe { channel } => {
+            RedisOp::Unsubscribe { channel } => {
                 let mut conn = self.pubsub.clone();
                 start_now(async move {
                     within(timeout, "unsubscribe", conn.unsubscribe(&channel), |r| {
@@ -195,7 +196,6 @@ impl Transport for RedisTransport {
                     .await
                 })
             }
-            other => not_ours("Redis", &other),
         }
     }
 }

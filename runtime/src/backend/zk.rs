@@ -5,13 +5,13 @@
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
-use polylock_core::{Command, ConnectionEvent, Op, Reply};
+use polylock_core::{Command, ConnectionEvent, Op, Reply, ZkOp};
 use zookeeper_client as zk;
 
 use super::zk_watches::Watches;
 use super::{failed, not_ours, start_now, Report, Reports, Started, Transport};
-use crate::options::ClientOptions;
 use crate::error::{Error, Result};
+use crate::options::ClientOptions;
 
 /// Where and how to connect, from the URL.
 pub(crate) struct ZkTarget {
@@ -230,36 +230,37 @@ fn zk_failure(e: zk::Error) -> Reply {
 
 impl Transport for ZkTransport {
     fn start(&self, cmd: Command) -> Started {
+        let Op::ZooKeeper(op) = cmd.op else { return not_ours("ZooKeeper", &cmd.op) };
         let c = self.session.current();
         let id = cmd.id;
-        match cmd.op {
-            Op::CreateSequential { path, data } => start_now(async move {
+        match op {
+            ZkOp::CreateSequential { path, data } => start_now(async move {
                 let opts = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
                 match c.create(&path, &data, &opts).await {
                     Ok((stat, seq)) => Reply::Created { path: format!("{path}{seq}"), czxid: stat.czxid },
                     Err(e) => zk_failure(e),
                 }
             }),
-            Op::CreateContainers { path } => start_now(async move {
+            ZkOp::CreateContainers { path } => start_now(async move {
                 let opts = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
                 match c.mkdir(&path, &opts).await {
                     Ok(()) | Err(zk::Error::NodeExists) => Reply::Done,
                     Err(e) => zk_failure(e),
                 }
             }),
-            Op::GetChildren { path } => start_now(async move {
+            ZkOp::GetChildren { path } => start_now(async move {
                 match c.list_children(&path).await {
                     Ok(children) => Reply::Children(children),
                     Err(e) => zk_failure(e),
                 }
             }),
-            Op::Stat { path, watch: false } => start_now(async move {
+            ZkOp::Stat { path, watch: false } => start_now(async move {
                 match c.get_data(&path).await {
                     Ok((_, stat)) => Reply::Stat { czxid: stat.czxid },
                     Err(e) => zk_failure(e),
                 }
             }),
-            Op::Stat { path, watch: true } => {
+            ZkOp::Stat { path, watch: true } => {
                 // getData with a watch: a missing node leaves no watch behind.
                 let watches = self.watches.clone();
                 start_now(async move {
@@ -275,23 +276,22 @@ impl Transport for ZkTransport {
                     }
                 })
             }
-            Op::GetData { path } => start_now(async move {
+            ZkOp::GetData { path } => start_now(async move {
                 match c.get_data(&path).await {
                     Ok((data, stat)) => Reply::Data { data, czxid: stat.czxid },
                     Err(e) => zk_failure(e),
                 }
             }),
-            Op::Unwatch { watch } => {
+            ZkOp::Unwatch { watch } => {
                 self.watches.unwatch(watch);
                 Box::pin(std::future::ready(Reply::Done))
             }
-            Op::Delete { path } => start_now(async move {
+            ZkOp::Delete { path } => start_now(async move {
                 match c.delete(&path, None).await {
                     Ok(()) => Reply::Done,
                     Err(e) => zk_failure(e),
                 }
             }),
-            other => not_ours("ZooKeeper", &other),
         }
     }
 

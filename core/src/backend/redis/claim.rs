@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::keys::RedisKeys;
 use super::scripts::{ACQUIRE, LEAVE, RENEW};
 use crate::claim::{Claim, Cx, Progress};
-use crate::io::{ConnectionEvent, Notification, Op, RedisValue, Reply};
+use crate::io::{ConnectionEvent, Notification, RedisOp, RedisValue, Reply};
 use crate::refusal::Refusals;
 use crate::timers::{Backoff, Timer, Timers};
 use crate::{Error, FencingToken, Instant, LossReason, RequestId};
@@ -110,7 +110,7 @@ impl RedisClaim {
 
     fn send_acquire(&mut self, cx: &mut Cx<'_>) {
         let k = &self.keys;
-        let id = cx.out.send(Op::Eval {
+        let id = cx.out.send(RedisOp::Eval {
             script: &ACQUIRE,
             keys: vec![k.lock().to_owned(), k.fence().to_owned(), k.queue().to_owned(), k.queue_deadline().to_owned()],
             args: vec![
@@ -128,7 +128,7 @@ impl RedisClaim {
     }
 
     fn send_subscribe(&mut self, cx: &mut Cx<'_>) {
-        let id = cx.out.send(Op::Subscribe { channel: self.channel() });
+        let id = cx.out.send(RedisOp::Subscribe { channel: self.channel() });
         self.subscribed = true;
         self.phase = Phase::Subscribing { req: Some(id) };
     }
@@ -136,13 +136,13 @@ impl RedisClaim {
     fn send_unsubscribe(&mut self, cx: &mut Cx<'_>) {
         if self.subscribed {
             self.subscribed = false;
-            let _ = cx.out.send(Op::Unsubscribe { channel: self.channel() });
+            let _ = cx.out.send(RedisOp::Unsubscribe { channel: self.channel() });
         }
     }
 
     fn send_leave(&mut self, cx: &mut Cx<'_>) {
         let k = &self.keys;
-        let id = cx.out.send(Op::Eval {
+        let id = cx.out.send(RedisOp::Eval {
             script: &LEAVE,
             keys: vec![k.lock().to_owned(), k.queue().to_owned(), k.queue_deadline().to_owned(), k.fence().to_owned()],
             args: vec![self.field.clone(), k.channel().to_owned(), k.channel().to_owned(), self.member.clone()],
@@ -152,7 +152,7 @@ impl RedisClaim {
     }
 
     fn send_renew(&mut self, cx: &mut Cx<'_>, token: FencingToken) {
-        let id = cx.out.send(Op::Eval {
+        let id = cx.out.send(RedisOp::Eval {
             script: &RENEW,
             keys: vec![self.keys.lock().to_owned()],
             args: vec![self.field.clone(), self.terms.lease.as_millis().to_string()],

@@ -2,7 +2,7 @@
 
 use super::keys::RedisKeys;
 use super::scripts::STATUS;
-use crate::io::{Op, RedisValue, Reply};
+use crate::io::{Op, RedisOp, RedisValue, Reply};
 use crate::status::{unexpected, LockStatus, StatusStep};
 use crate::{Backend, Error};
 
@@ -13,7 +13,7 @@ pub(crate) struct RedisStatusRead;
 impl RedisStatusRead {
     pub(crate) fn start(keys: &RedisKeys) -> (Self, Op) {
         let keys = vec![keys.lock().to_owned(), keys.fence().to_owned(), keys.queue().to_owned()];
-        (RedisStatusRead, Op::Eval { script: &STATUS, keys, args: vec![] })
+        (RedisStatusRead, Op::Redis(RedisOp::Eval { script: &STATUS, keys, args: vec![] }))
     }
 
     pub(crate) fn on_reply(&mut self, reply: Reply) -> StatusStep {

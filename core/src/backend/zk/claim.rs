@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::paths::{node_prefix, sorted_contenders};
 use crate::claim::{Claim, Cx, Progress};
-use crate::io::{ConnectionEvent, Notification, Op, Reply};
+use crate::io::{ConnectionEvent, Notification, Reply, ZkOp};
 use crate::refusal::Refusals;
 use crate::timers::{Backoff, Timer, Timers};
 use crate::{Error, FencingToken, LossReason, Nonce, RequestId};
@@ -166,13 +166,13 @@ impl ZkClaim {
     fn watch_own_node(&mut self, cx: &mut Cx<'_>) {
         let Some((node, _)) = self.node.clone() else { return };
         self.timers.clear(Timer::Retry);
-        self.own_watch = Some(cx.out.send(Op::Stat { path: self.node_path(&node), watch: true }));
+        self.own_watch = Some(cx.out.send(ZkOp::Stat { path: self.node_path(&node), watch: true }));
     }
 
     /// Leaving `Watching` other than by the watch firing: the driver may drop it.
     fn unwatch_predecessor(&mut self, cx: &mut Cx<'_>) {
         if let Phase::Watching { req } = self.phase {
-            let _ = cx.out.send(Op::Unwatch { watch: req });
+            let _ = cx.out.send(ZkOp::Unwatch { watch: req });
         }
     }
 
@@ -182,16 +182,16 @@ impl ZkClaim {
 
     fn send_create(&mut self, cx: &mut Cx<'_>) {
         let parent = self.parent.to_string();
-        let create = cx.out.send(Op::CreateSequential {
+        let create = cx.out.send(ZkOp::CreateSequential {
             path: format!("{parent}/{}", node_prefix(&self.uuid)),
             data: self.data.clone(),
         });
-        let list = cx.out.send(Op::GetChildren { path: parent });
+        let list = cx.out.send(ZkOp::GetChildren { path: parent });
         self.phase = Phase::Creating { create: Some(create), list: Some(list) };
     }
 
     fn send_list(&mut self, cx: &mut Cx<'_>, recovering: bool) {
-        let list = Some(cx.out.send(Op::GetChildren { path: self.parent.to_string() }));
+        let list = Some(cx.out.send(ZkOp::GetChildren { path: self.parent.to_string() }));
         self.timers.clear(Timer::Retry);
         self.phase = if recovering { Phase::Recovering { list } } else { Phase::Listing { list } };
     }
@@ -199,7 +199,7 @@ impl ZkClaim {
     fn send_delete(&mut self, cx: &mut Cx<'_>) {
         match self.node.clone() {
             Some((node, _)) => {
-                let req = cx.out.send(Op::Delete { path: self.node_path(&node) });
+                let req = cx.out.send(ZkOp::Delete { path: self.node_path(&node) });
                 self.timers.clear(Timer::Retry);
                 self.phase = Phase::Deleting { req: Some(req) };
             }
@@ -214,7 +214,7 @@ impl ZkClaim {
     /// which carries it, was lost).
     fn send_own_node_read(&mut self, cx: &mut Cx<'_>) {
         let node = self.node.clone().map(|(n, _)| n).unwrap_or_default();
-        let req = cx.out.send(Op::Stat { path: self.node_path(&node), watch: false });
+        let req = cx.out.send(ZkOp::Stat { path: self.node_path(&node), watch: false });
         self.phase = Phase::ReadingOwnNode { req: Some(req) };
     }
 
@@ -270,7 +270,7 @@ impl ZkClaim {
             return Progress::Busy;
         }
         let predecessor = &sorted[index - 1];
-        let req = cx.out.send(Op::Stat { path: self.node_path(predecessor), watch: true });
+        let req = cx.out.send(ZkOp::Stat { path: self.node_path(predecessor), watch: true });
         self.phase = Phase::Watching { req };
         Progress::Pending
     }
@@ -322,7 +322,7 @@ impl ZkClaim {
                 if self.goal == Goal::Leave {
                     return self.finish();
                 }
-                let _ = cx.out.send(Op::CreateContainers { path: self.parent.to_string() });
+                let _ = cx.out.send(ZkOp::CreateContainers { path: self.parent.to_string() });
                 self.send_create(cx);
                 Progress::Pending
             }
@@ -653,7 +653,7 @@ impl Claim for ZkClaim {
 mod tests {
     use super::*;
     use crate::claim::Outbox;
-    use crate::io::TransportError;
+    use crate::io::{Op, TransportError};
     use crate::{Backend, Instant, LockConfig};
 
     /// A claim given up while it looks for the node of a create whose reply
@@ -670,7 +670,7 @@ mod tests {
         claim.begin(&mut cx);
         let create = cx.out.pop().unwrap();
         let _pipelined_list = cx.out.pop().unwrap();
-        let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+        let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
         let ours = format!("{}0000000003", path.rsplit('/').next().unwrap());
         let lost = Reply::Failed(TransportError { message: "timed out".into() });
         assert_eq!(claim.on_reply(&mut cx, create.id, lost), Progress::Pending);
@@ -679,14 +679,17 @@ mod tests {
         let mut cx = Cx { now: retry_at, out: &mut out, cfg: &cfg };
         claim.on_timer(&mut cx, Timer::Retry);
         let list = cx.out.pop().unwrap();
-        assert!(matches!(list.op, Op::GetChildren { .. }), "{list:?}");
+        assert!(matches!(list.op, Op::ZooKeeper(ZkOp::GetChildren { .. })), "{list:?}");
         claim.give_up(&mut cx);
         assert!(cx.out.pop().is_none(), "the list's answer decides what to delete");
 
         let children = Reply::Children(vec!["other-lock-0000000001".into(), ours.clone()]);
         assert_eq!(claim.on_reply(&mut cx, list.id, children), Progress::Pending);
         let stat = cx.out.pop().unwrap();
-        assert!(matches!(&stat.op, Op::Stat { path, watch: false } if path.ends_with(&ours)), "{stat:?}");
+        assert!(
+            matches!(&stat.op, Op::ZooKeeper(ZkOp::Stat { path, watch: false }) if path.ends_with(&ours)),
+            "{stat:?}"
+        );
         assert_eq!(claim.on_reply(&mut cx, stat.id, Reply::NoNode), Progress::Finished);
         assert!(claim.is_finished());
         assert_eq!(cx.out.pop(), None, "no create and no delete after the node is gone");

@@ -1,7 +1,7 @@
 //! Reading a ZooKeeper lock's status: list the contenders, read the first.
 
 use super::paths::sorted_contenders;
-use crate::io::{Op, Reply};
+use crate::io::{Op, Reply, ZkOp};
 use crate::status::{unexpected, LockStatus, StatusStep};
 use crate::Error;
 
@@ -21,7 +21,7 @@ pub(crate) struct ZkStatusRead {
 impl ZkStatusRead {
     pub(crate) fn start(parent: &str) -> (Self, Op) {
         let read = ZkStatusRead { parent: parent.to_owned(), listings: 1, reading: None };
-        (read, Op::GetChildren { path: parent.to_owned() })
+        (read, Op::ZooKeeper(ZkOp::GetChildren { path: parent.to_owned() }))
     }
 
     pub(crate) fn on_reply(&mut self, reply: Reply) -> StatusStep {
@@ -39,7 +39,7 @@ impl ZkStatusRead {
                 // The holder left between the listing and the read: list again.
                 self.listings += 1;
                 self.reading = None;
-                StatusStep::Send(Op::GetChildren { path: self.parent.clone() })
+                StatusStep::Send(Op::ZooKeeper(ZkOp::GetChildren { path: self.parent.clone() }))
             }
             (Some(_), Reply::NoNode) => StatusStep::Done(Err(Error::Protocol(format!(
                 "{}: contenders changed too fast to read a status",
@@ -56,7 +56,7 @@ impl ZkStatusRead {
             return StatusStep::Done(Ok(free));
         };
         self.reading = Some(sorted.len() - 1);
-        StatusStep::Send(Op::GetData { path: format!("{}/{first}", self.parent) })
+        StatusStep::Send(Op::ZooKeeper(ZkOp::GetData { path: format!("{}/{first}", self.parent) }))
     }
 }
 
@@ -74,10 +74,10 @@ mod tests {
     #[test]
     fn the_first_contender_in_curators_order_holds() {
         let (mut read, op) = ZkStatusRead::start("/l");
-        assert_eq!(op, Op::GetChildren { path: "/l".into() });
+        assert_eq!(op, Op::ZooKeeper(ZkOp::GetChildren { path: "/l".into() }));
         let kids = vec!["_c_b-lock-0000000003".to_owned(), "_c_a-lock-0000000001".to_owned()];
         match read.on_reply(Reply::Children(kids)) {
-            StatusStep::Send(Op::GetData { path }) => assert_eq!(path, "/l/_c_a-lock-0000000001"),
+            StatusStep::Send(Op::ZooKeeper(ZkOp::GetData { path })) => assert_eq!(path, "/l/_c_a-lock-0000000001"),
             other => panic!("{other:?}"),
         }
         let st = done(read.on_reply(Reply::Data { data: b"c:7".to_vec(), czxid: 99 })).unwrap();
@@ -88,7 +88,7 @@ mod tests {
     fn a_holder_leaving_during_the_read_is_listed_again_then_free() {
         let (mut read, _) = ZkStatusRead::start("/l");
         let _ = read.on_reply(Reply::Children(vec!["x-lock-0000000001".into()]));
-        assert!(matches!(read.on_reply(Reply::NoNode), StatusStep::Send(Op::GetChildren { .. })));
+        assert!(matches!(read.on_reply(Reply::NoNode), StatusStep::Send(Op::ZooKeeper(ZkOp::GetChildren { .. }))));
         let st = done(read.on_reply(Reply::NoNode)).unwrap();
         assert!(!st.held);
     }
