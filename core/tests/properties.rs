@@ -6,7 +6,7 @@ mod sim;
 
 use std::collections::VecDeque;
 
-use polylock_core::{Backend, Error, Event, Instant, OwnerId, ReleaseProgress};
+use polylock_core::{Backend, Error, Event, ReleaseProgress};
 use proptest::prelude::*;
 use sim::solo::Solo;
 use sim::*;
@@ -159,7 +159,6 @@ fn reentrancy(backend: Backend, steps: Vec<Step>) -> Result<(), TestCaseError> {
     for st in steps {
         s.events.clear();
         s.now += 1;
-        let now = Instant::from_millis(s.now);
         match st {
             Step::Acquire(o) | Step::TryAcquire(o) => {
                 let no_wait = matches!(st, Step::TryAcquire(_));
@@ -190,7 +189,7 @@ fn reentrancy(backend: Backend, steps: Vec<Step>) -> Result<(), TestCaseError> {
                 }
             }
             Step::Release(o) => {
-                let r = s.machines[0].release(now, OwnerId(o));
+                let r = s.release(0, o);
                 s.settle();
                 match holder {
                     Some((h, n)) if h == o => {
@@ -233,7 +232,7 @@ fn reentrancy(backend: Backend, steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
             Step::OtherClientReleases => {
                 if other {
-                    let _ = s.machines[1].release(now, OwnerId(9)).unwrap();
+                    let _ = s.release(1, 9).unwrap();
                     s.settle();
                     other = false;
                     if let Some(next) = queue.pop_front() {
@@ -246,7 +245,7 @@ fn reentrancy(backend: Backend, steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
         }
         // The machine agrees with the model, and so does the server.
-        prop_assert_eq!(s.machines[0].holder().map(|(o, n, _)| (o.0, n)), holder);
+        prop_assert_eq!(s.holder(0, 1..4), holder);
         match holder {
             Some((h, _)) => prop_assert!(s.server_holder_is(0, h)),
             None if !other => prop_assert!(s.server_free()),

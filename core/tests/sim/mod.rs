@@ -1,8 +1,9 @@
 //! Deterministic simulation: a virtual clock that jumps from event to
 //! event, seeded network delays, drops and duplicated notifications,
 //! client pauses and crashes, server-side expiry and ZooKeeper session
-//! expiry, around real `LockMachine`s and small server models. A step cap
-//! turns a livelock into a failure instead of a hang.
+//! expiry, around real `LockTable`s (one per client, driven as the runtime
+//! drives it) and small server models. A step cap turns a livelock into a
+//! failure instead of a hang.
 
 #![allow(dead_code)]
 
@@ -14,8 +15,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use polylock_core::{
-    AcquireOptions, Backend, Command, ConnectionEvent, Event, Instant, LockConfig, LockMachine, LockName, Nonce,
-    Notification, Op, OwnerId, Reply, RequestId, Ticket, TransportError,
+    AcquireOptions, Backend, Command, ConnectionEvent, Event, Instant, LockConfig, LockName, LockTable, Nonce,
+    Notification, Op, Output, OwnerId, Reply, RequestId, Ticket, TransportError,
 };
 use redis_model::RedisModel;
 use zk_model::ZkModel;
@@ -207,7 +208,8 @@ enum App {
 }
 
 struct Client {
-    m: LockMachine,
+    /// The client's table, holding its one lock (or none while idle).
+    t: LockTable,
     app: App,
     cycles_left: usize,
     paused_until: u64,
@@ -262,15 +264,13 @@ impl World {
         cfg.session_timeout = Duration::from_millis(sc.session_ms);
         cfg.min_backoff = Duration::from_millis(20);
         cfg.max_backoff = Duration::from_millis(200);
-        let name = LockName::new(LOCK).unwrap();
         let mut clients = Vec::new();
         let mut fields = Vec::new();
         for i in 0..sc.clients {
-            let m =
-                LockMachine::new(cfg.clone(), name.clone(), Nonce(rng.next() as u128 | ((i as u128) << 64))).unwrap();
-            fields.push(m.holder_id(OwnerId(1)));
+            let t = LockTable::new(cfg.clone(), Nonce(rng.next() as u128 | ((i as u128) << 64))).unwrap();
+            fields.push(t.holder_id(OwnerId(1)));
             clients.push(Client {
-                m,
+                t,
                 app: App::Idle,
                 cycles_left: sc.cycles,
                 paused_until: 0,
@@ -413,7 +413,7 @@ impl World {
                 // Let cleanup finish (releases, queue entries, container reaping),
                 // but stop once only renewals of nobody and timers remain.
                 let since = *quiet_since.get_or_insert(self.now);
-                let idle = self.clients.iter().all(|c| c.crashed || c.m.is_idle());
+                let idle = self.clients.iter().all(|c| c.crashed || c.t.lock_count() == 0);
                 if idle || self.now > since + 3 * self.sc.lease_ms.max(self.sc.session_ms) + 1000 {
                     break;
                 }
@@ -491,7 +491,7 @@ impl World {
             Ev::Timer { c } => {
                 self.clients[c].armed = None;
                 let now = self.local_now(c);
-                self.clients[c].m.handle_timeout(now);
+                self.clients[c].t.handle_timeout(now);
                 self.drain(c);
             }
             Ev::AppStart { c } => self.app_start(c),
@@ -512,7 +512,7 @@ impl World {
                 if self.clients[c].app == App::Holding(belief) {
                     self.out.beliefs[belief].end = Some(self.now);
                     let now = self.local_now(c);
-                    let r = self.clients[c].m.release(now, OwnerId(1));
+                    let r = self.clients[c].t.release(now, LOCK, OwnerId(1), None);
                     // A holder whose deadline passed while it was paused learns
                     // of the loss on release; anything else is a bug.
                     assert!(
@@ -526,7 +526,7 @@ impl World {
             Ev::AppCancel { c, ticket } => {
                 if self.clients[c].app == App::Waiting(ticket) {
                     let now = self.local_now(c);
-                    if self.clients[c].m.cancel(now, ticket) {
+                    if self.clients[c].t.cancel(now, LOCK, ticket) {
                         self.cycle_done(c);
                     }
                     self.drain(c);
@@ -683,7 +683,8 @@ impl World {
         self.clients[c].nonce_seq += 1;
         let nonce = Nonce((self.rng.next() as u128) << 64 | self.clients[c].nonce_seq);
         let now = self.local_now(c);
-        let ticket = self.clients[c].m.acquire(now, OwnerId(1), opts, nonce).expect("acquire accepted");
+        let name = LockName::new(LOCK).unwrap();
+        let ticket = self.clients[c].t.acquire(now, &name, OwnerId(1), opts, nonce).expect("acquire accepted");
         self.clients[c].app = App::Waiting(ticket);
         if self.rng.chance(self.sc.cancel_per_mille) {
             let t = self.now + self.rng.range(0, 200);
@@ -709,16 +710,16 @@ impl World {
         let now = self.local_now(c);
         let woke = matches!(input, Input::Notif(_));
         match input {
-            Input::Reply(id, reply) => self.clients[c].m.handle_reply(now, id, reply),
-            Input::Notif(n) => self.clients[c].m.handle_notification(now, n),
-            Input::Conn(ev) => self.clients[c].m.handle_connection(now, ev),
+            Input::Reply(id, reply) => self.clients[c].t.handle_reply(now, id, reply),
+            Input::Notif(n) => self.clients[c].t.handle_notification(now, n),
+            Input::Conn(ev) => self.clients[c].t.handle_connection(now, ev),
             Input::Expired { old, new } => {
                 // The client learns of each of its sessions' ends in turn; the
                 // requests it sends meanwhile carry the session it believes in.
                 if self.clients[c].session == old {
                     self.clients[c].session = new;
-                    self.clients[c].m.handle_connection(now, ConnectionEvent::SessionExpired);
-                    self.clients[c].m.handle_connection(now, ConnectionEvent::Connected);
+                    self.clients[c].t.handle_connection(now, ConnectionEvent::SessionExpired);
+                    self.clients[c].t.handle_connection(now, ConnectionEvent::Connected);
                 }
             }
         }
@@ -734,27 +735,34 @@ impl World {
         }
     }
 
-    /// Drains a client's outputs after an input, as the drive contract says.
+    /// Drains a client's table after an input, as the drive contract says:
+    /// `poll_output` until `None`, events (which come first) to the
+    /// application, commands sent in order, a timeout arming the one timer.
+    /// Returns the ops sent.
     fn drain(&mut self, c: usize) -> Vec<Op> {
         let mut sent = Vec::new();
-        while let Some(cmd) = self.clients[c].m.poll_command() {
-            sent.push(cmd.op.clone());
-            self.send(c, cmd);
-        }
-        while let Some(ev) = self.clients[c].m.poll_event() {
-            self.on_event(c, ev);
-        }
-        // Events may have triggered more commands (a release, say).
-        while let Some(cmd) = self.clients[c].m.poll_command() {
-            sent.push(cmd.op.clone());
-            self.send(c, cmd);
-        }
-        if let Some(t) = self.clients[c].m.poll_timeout() {
-            // The machine's instant is on the client's clock.
-            let t = (t.as_millis() + self.clients[c].clock_lag).max(self.now);
-            if self.clients[c].armed != Some(t) {
-                self.clients[c].armed = Some(t);
-                self.at(t, Ev::Timer { c });
+        while let Some(out) = self.clients[c].t.poll_output() {
+            match out {
+                Output::Event { name, event } => {
+                    assert_eq!(name.as_str(), LOCK, "an event for a lock nobody asked for");
+                    self.on_event(c, event);
+                }
+                Output::Command(cmd) => {
+                    sent.push(cmd.op.clone());
+                    self.send(c, cmd);
+                }
+                Output::Timeout(at) => {
+                    // The table's instant is on the client's clock. It
+                    // replaces the one armed before: a timer still queued
+                    // for a later instant just runs handle_timeout early,
+                    // which is harmless.
+                    let t = (at.as_millis() + self.clients[c].clock_lag).max(self.now);
+                    if self.clients[c].armed != Some(t) {
+                        self.clients[c].armed = Some(t);
+                        self.at(t, Ev::Timer { c });
+                    }
+                }
+                other => panic!("the simulation reads no status: {other:?}"),
             }
         }
         sent
