@@ -464,3 +464,47 @@ fn close_tells_each_holder_before_its_release_goes_out() {
     assert!(commands(&outs).iter().all(|c| script(c) == "polylock_leave"), "{outs:?}");
     assert_eq!(t.acquire(T0, &a, OWNER, AcquireOptions::default(), Nonce(9)), Err(Error::Closed));
 }
+
+/// A lock first used while the connection is down (its machine made after
+/// the `Disconnected`, or made again after an idle drop) counts its grant's
+/// loss deadline from the disconnection, as a machine that heard it does:
+/// dropping idle machines must not make the table forget the connection.
+#[test]
+fn a_lock_first_used_while_disconnected_counts_its_loss_from_the_disconnection() {
+    let cfg = LockConfig::new(Backend::ZooKeeper);
+    let grace = cfg.session_timeout / 3;
+    let mut t = LockTable::new(cfg, Nonce(7)).unwrap();
+    let (a, b) = (name("/orders/a"), name("/orders/b"));
+    // A is used once and dropped, so the table has no machine when the connection goes.
+    hold_zk(&mut t, &a, 2, 50);
+    let _ = t.release(T0, a.as_str(), OWNER, None).unwrap();
+    for c in commands(&drain(&mut t)) {
+        t.handle_reply(T0, c.id, Reply::Done);
+    }
+    let _ = drain(&mut t);
+    assert_eq!(t.lock_count(), 0);
+    t.handle_connection(T0, ConnectionEvent::Disconnected);
+    // B is granted by replies that were on their way (or came over a
+    // reconnection not yet reported): the connection is still down.
+    let later = T0.saturating_add(Duration::from_millis(10));
+    t.acquire(later, &b, OWNER, AcquireOptions::default(), Nonce(3)).unwrap();
+    let cmds = commands(&drain(&mut t));
+    let [create, list] = cmds.as_slice() else { panic!("{cmds:?}") };
+    let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+    let node = format!("{path}0000000001");
+    let ours = node.rsplit('/').next().unwrap().to_owned();
+    t.handle_reply(later, create.id, Reply::Created { path: node, czxid: 60 });
+    t.handle_reply(later, list.id, Reply::Children(vec![ours]));
+    let outs = drain(&mut t);
+    assert!(matches!(events(&outs).as_slice(), [(_, Event::Granted { .. })]), "{outs:?}");
+    t.handle_timeout(T0.saturating_add(grace));
+    let evs = events(&drain(&mut t));
+    assert_eq!(
+        evs,
+        vec![(
+            b.as_str().to_owned(),
+            Event::Lost { owner: OWNER, token: FencingToken(60), reason: LossReason::Disconnected }
+        )],
+        "not told a grace after the disconnection"
+    );
+}
