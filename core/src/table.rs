@@ -356,7 +356,8 @@ impl LockTable {
 
     /// The next thing for the driver to do: every pending event and status
     /// answer first, then commands in order, then the timer. Drain it to
-    /// `None` after every input.
+    /// `None` after every input; an input given before it is drained is
+    /// fine (see the crate docs, "The drive contract").
     #[must_use]
     pub fn poll_output(&mut self) -> Option<Output> {
         if let Some(ev) = self.events.pop_front() {
