@@ -399,7 +399,9 @@ fn timeouts(outs: &[Output]) -> Vec<Instant> {
 }
 
 /// The table announces an instant only when it is earlier than the one it
-/// announced last: a second grant whose renewal is later announces nothing.
+/// announced last: a second grant whose renewal is later announces nothing,
+/// nor does the first deadline's going away; after `handle_timeout` the next
+/// deadline is announced again.
 #[test]
 fn a_later_deadline_is_not_announced() {
     let mut t = table(Backend::Redis);
@@ -415,12 +417,24 @@ fn a_later_deadline_is_not_announced() {
     t.handle_reply(later, cb.id, granted(6));
     let outs = drain(&mut t);
     assert!(timeouts(&outs).is_empty(), "a later deadline was announced: {outs:?}");
-    // Once the first is handled, the next one is announced again.
+    // A is released: its renewal goes; B's, later, is still not announced.
+    let _ = t.release(later, a.as_str(), OWNER, None).unwrap();
+    let outs = drain(&mut t);
+    assert!(timeouts(&outs).is_empty(), "a later deadline was announced: {outs:?}");
+    let leave = only_command(&outs);
+    t.handle_reply(later, leave.id, Reply::Redis(RedisValue::Int(1)));
+    assert!(timeouts(&drain(&mut t)).is_empty());
+    // The driver's timer fires at the first instant: nothing is due, and
+    // B's renewal is announced now.
     t.handle_timeout(first[0]);
     let outs = drain(&mut t);
-    let renew = only_command(&outs);
+    let next = timeouts(&outs);
+    assert_eq!(next.len(), 1, "{outs:?}");
+    assert!(next[0] > first[0]);
+    assert!(commands(&outs).is_empty(), "{outs:?}");
+    t.handle_timeout(next[0]);
+    let renew = only_command(&drain(&mut t));
     assert_eq!(script(&renew), "polylock_renew");
-    assert_eq!(timeouts(&outs).len(), 1, "{outs:?}");
 }
 
 /// A grant nobody took is given back: its LEAVE goes out.
@@ -506,5 +520,43 @@ fn a_lock_first_used_while_disconnected_counts_its_loss_from_the_disconnection()
             Event::Lost { owner: OWNER, token: FencingToken(60), reason: LossReason::Disconnected }
         )],
         "not told a grace after the disconnection"
+    );
+}
+
+/// The same with a request still in flight when its machine is dropped (a
+/// handed-over waiter's Unsubscribe, answered on the pub/sub connection after
+/// the lock was released), whose machine-local id a new machine of the same
+/// name reuses: its late answer does not reach the new machine's acquire.
+#[test]
+fn a_late_reply_to_a_dropped_machine_never_reaches_its_successor() {
+    let mut t = table(Backend::Redis);
+    let n = name("orders/42");
+    let (_, channel, again) = queue_behind_redis(&mut t, &n, 2);
+    t.handle_reply(T0, again, busy());
+    t.handle_notification(T0, Notification::Message { channel, payload: "40".into() });
+    let outs = drain(&mut t);
+    assert!(matches!(events(&outs).as_slice(), [(_, Event::Granted { .. })]), "{outs:?}");
+    let unsub = only_command(&outs);
+    assert!(matches!(unsub.op, Op::Unsubscribe { .. }), "{unsub:?}");
+    let _ = t.release(T0, n.as_str(), OWNER, None).unwrap();
+    let leave = only_command(&drain(&mut t));
+    t.handle_reply(T0, leave.id, Reply::Redis(RedisValue::Int(1)));
+    let _ = drain(&mut t);
+    assert_eq!(t.lock_count(), 0, "dropped with its Unsubscribe unanswered");
+
+    // The successor goes through the same steps, so its fourth command (a
+    // woken acquire) has the local id the stale Unsubscribe had.
+    let (ticket, channel, again) = queue_behind_redis(&mut t, &n, 3);
+    t.handle_reply(T0, again, busy());
+    t.handle_notification(T0, Notification::Message { channel, payload: "0".into() });
+    let woken = only_command(&drain(&mut t));
+    assert_eq!(script(&woken), "polylock_acquire");
+    t.handle_reply(T0, unsub.id, Reply::Done);
+    assert!(drain(&mut t).is_empty(), "the stale answer reached the new machine");
+    t.handle_reply(T0, woken.id, granted(41));
+    let evs = events(&drain(&mut t));
+    assert_eq!(
+        evs,
+        vec![(n.as_str().to_owned(), Event::Granted { ticket, owner: OWNER, token: FencingToken(41), reentry: 0 })]
     );
 }
