@@ -14,28 +14,45 @@
 //!
 //! ## The drive contract
 //!
-//! A driver owns one [`LockMachine`] per lock name and client, and:
+//! A driver owns one [`LockTable`] per client (one Redis connection pair,
+//! or one ZooKeeper session): every lock of that client lives in it. The
+//! driver:
 //!
-//! 1. Calls exactly one input method at a time, each with the current time
-//!    from a monotonic clock: [`LockMachine::acquire`],
-//!    [`LockMachine::release`], [`LockMachine::cancel`],
-//!    [`LockMachine::close`], [`LockMachine::handle_reply`],
-//!    [`LockMachine::handle_notification`],
-//!    [`LockMachine::handle_connection`], [`LockMachine::handle_timeout`].
-//!    A time earlier than one already given is treated as the latest seen.
-//! 2. After every input, drains the outputs in this order:
-//!    [`LockMachine::poll_event`] until `None` (deliver to the
-//!    application); [`LockMachine::poll_command`] until `None` (send each,
-//!    in order, on the one connection or session, and later feed back
-//!    exactly one reply per command id); then [`LockMachine::poll_timeout`]
-//!    (arm one timer). Events come first so that a holder is told of a loss
-//!    (say [`LossReason::Closed`]) before the command that gives the lock
-//!    away leaves.
-//! 3. When the armed instant comes, calls [`LockMachine::handle_timeout`]
-//!    (calling it early or twice is harmless: only due timers run).
-//! 4. Reports connection changes ([`ConnectionEvent`]) to every machine of
-//!    the connection, and each pub/sub message or fired watch to the
-//!    machine whose command asked for it.
+//! 1. Gives it one input at a time, each with the current time from a
+//!    monotonic clock. From the application: [`LockTable::acquire`],
+//!    [`LockTable::release`], [`LockTable::cancel`] (each naming the lock),
+//!    [`LockTable::grant_unwanted`], [`LockTable::read_status`],
+//!    [`LockTable::close`]. From the connection:
+//!    [`LockTable::handle_reply`]; [`LockTable::handle_notification`], for
+//!    each pub/sub message and fired watch as it came (the table routes a
+//!    message by its channel and a watch by the id of the command that set
+//!    it); [`LockTable::handle_connection`] (the table tells every lock);
+//!    [`LockTable::handle_timeout`]. A time earlier than one already given
+//!    is treated as the latest seen.
+//! 2. After every input, calls [`LockTable::poll_output`] until `None`:
+//!    [`Output::Event`] (with the lock's name) and [`Output::Status`] go to
+//!    the application; each [`Output::Command`] is sent, in order, on the
+//!    one connection or session, and later gets exactly one reply with its
+//!    id; [`Output::Timeout`] arms the driver's one timer, replacing the
+//!    instant armed before. Events and status answers come before commands,
+//!    so that a holder is told of a loss (say [`LossReason::Closed`]) before
+//!    the command that gives the lock away leaves.
+//!
+//!    Inputs may also be given between any two `poll_output` calls (a reply
+//!    that comes in while the driver drains, a driver that answers each
+//!    command as it polls it): the outputs stay correct. The new input's
+//!    events come before the commands still queued from earlier inputs, so
+//!    earlier than they would have come, never later; commands keep the
+//!    order they were produced in; a timeout is announced once nothing else
+//!    is pending.
+//! 3. When the armed instant comes, calls [`LockTable::handle_timeout`]
+//!    (calling it early or twice is harmless: only due timers run). The
+//!    table announces an instant only when it is earlier than the one it
+//!    announced last, and again after each `handle_timeout`, so a poll never
+//!    moves the timer later than a deadline.
+//! 4. An [`Event::Granted`] that nobody takes (its caller went away between
+//!    asking and the grant) is given back with [`LockTable::grant_unwanted`],
+//!    so no lock is left held by nobody.
 //!
 //! Safety rests on point 3: a holder is told [`Event::Lost`] at its local
 //! deadline, which is earlier than the server can give the lock away, but
@@ -45,22 +62,36 @@
 //!
 //! ```
 //! use polylock_core::*;
+//! let mut table = LockTable::new(LockConfig::new(Backend::Redis), Nonce(7)).unwrap();
 //! let name = LockName::new("orders/42").unwrap();
-//! let mut m = LockMachine::new(LockConfig::new(Backend::Redis), name, Nonce(7)).unwrap();
 //! let now = Instant::from_millis(0);
-//! let ticket = m.acquire(now, OwnerId(1), AcquireOptions::default(), Nonce(9)).unwrap();
-//! let cmd = m.poll_command().expect("one acquire script");
-//! assert!(m.poll_command().is_none(), "an uncontended acquire is one round trip");
+//! let ticket = table.acquire(now, &name, OwnerId(1), AcquireOptions::default(), Nonce(9)).unwrap();
+//! let Some(Output::Command(cmd)) = table.poll_output() else { panic!("one acquire script") };
+//! assert_eq!(table.poll_output(), None, "an uncontended acquire is one round trip");
 //! // The server grants with fencing token 5:
 //! let reply = Reply::Redis(RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(5)]));
-//! m.handle_reply(Instant::from_millis(1), cmd.id, reply);
-//! assert_eq!(
-//!     m.poll_event(),
-//!     Some(Event::Granted { ticket, owner: OwnerId(1), token: FencingToken(5), reentry: 0 })
-//! );
+//! table.handle_reply(Instant::from_millis(1), cmd.id, reply);
+//! let granted = Event::Granted { ticket, owner: OwnerId(1), token: FencingToken(5), reentry: 0 };
+//! assert_eq!(table.poll_output(), Some(Output::Event { name: name.clone(), event: granted }));
 //! // Renewal is due a third of the lease after the request was sent.
-//! assert_eq!(m.poll_timeout(), Some(Instant::from_millis(10_000)));
+//! assert_eq!(table.poll_output(), Some(Output::Timeout(Instant::from_millis(10_000))));
+//! assert_eq!(table.poll_output(), None);
+//! assert_eq!(table.hold("orders/42", OwnerId(1)), Some((1, FencingToken(5))));
 //! ```
+//!
+//! ## One lock: the machine inside the table
+//!
+//! The table runs one [`LockMachine`] per lock name, made on first use and
+//! dropped once idle: the per-lock piece that owns the local side (who
+//! holds the lock here and how often, who waits here and until when) and
+//! the backend claim. The table gives its machines table-wide request ids,
+//! tickets and release ids, routes replies and notifications to them, and
+//! after each input drains a machine the way a driver of that one lock
+//! would: [`LockMachine::poll_event`] until `None`,
+//! [`LockMachine::poll_command`] until `None`, then
+//! [`LockMachine::poll_timeout`]. A machine can be driven alone in the same
+//! way (tests of one lock's lifecycle do), but a driver of real connections
+//! owns the table.
 //!
 //! ## Room to grow
 //! Shared/exclusive modes and N-permit semaphores fit the same shape: the

@@ -82,8 +82,9 @@ impl std::fmt::Debug for TrackedClaim {
     }
 }
 
-/// The lifecycle of one lock for one client, without I/O. See the crate
-/// docs for the drive contract.
+/// The lifecycle of one lock for one client, without I/O: the per-lock
+/// piece a [`crate::LockTable`] runs for each name. See the crate docs for
+/// the drive contract (the table's) and how the table drains a machine.
 #[derive(Debug)]
 pub struct LockMachine {
     cfg: LockConfig,

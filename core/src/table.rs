@@ -83,6 +83,11 @@ pub struct LockTable {
     announced: Option<Instant>,
     events: VecDeque<Output>,
     commands: VecDeque<Command>,
+    /// Since when the connection has been down, as the driver last said. A
+    /// machine made meanwhile (a first use, or again after an idle drop)
+    /// hears it, so its claims count from the disconnection as an older
+    /// machine's do.
+    down_since: Option<Instant>,
     closed: bool,
 }
 
@@ -108,6 +113,7 @@ impl LockTable {
             announced: None,
             events: VecDeque::new(),
             commands: VecDeque::new(),
+            down_since: None,
             closed: false,
         })
     }
@@ -183,7 +189,11 @@ impl LockTable {
             return Err(Error::Closed);
         }
         if !self.locks.contains_key(name.as_str()) {
-            let machine = LockMachine::new(self.config.clone(), name.clone(), self.client_id)?;
+            let mut machine = LockMachine::new(self.config.clone(), name.clone(), self.client_id)?;
+            if let Some(down) = self.down_since {
+                // A fresh machine has nothing to say about it: no output.
+                machine.handle_connection(down, ConnectionEvent::Disconnected);
+            }
             self.locks.insert(name.as_str().to_owned(), Entry { machine, armed: None });
         }
         let ticket = Ticket(self.next_ticket + 1);
@@ -312,6 +322,11 @@ impl LockTable {
 
     /// A change of the connection (Redis) or session (ZooKeeper): every lock hears it.
     pub fn handle_connection(&mut self, now: Instant, ev: ConnectionEvent) {
+        self.down_since = match ev {
+            ConnectionEvent::Disconnected => self.down_since.or(Some(now)),
+            ConnectionEvent::Connected => None,
+            _ => self.down_since,
+        };
         for name in self.lock_names() {
             if let Some(e) = self.locks.get_mut(&name) {
                 e.machine.handle_connection(now, ev);
@@ -341,7 +356,8 @@ impl LockTable {
 
     /// The next thing for the driver to do: every pending event and status
     /// answer first, then commands in order, then the timer. Drain it to
-    /// `None` after every input.
+    /// `None` after every input; an input given before it is drained is
+    /// fine (see the crate docs, "The drive contract").
     #[must_use]
     pub fn poll_output(&mut self) -> Option<Output> {
         if let Some(ev) = self.events.pop_front() {

@@ -6,7 +6,7 @@ mod sim;
 
 use std::collections::VecDeque;
 
-use polylock_core::{Backend, Error, Event, Instant, OwnerId, ReleaseProgress};
+use polylock_core::{Backend, Error, Event, ReleaseProgress};
 use proptest::prelude::*;
 use sim::solo::Solo;
 use sim::*;
@@ -65,19 +65,28 @@ fn no_pause_faults(backend: Backend, seed: u64) -> Scenario {
     sc
 }
 
+/// The same run with each client alternating between two lock names on its
+/// one table: the properties hold per name.
+fn two_names(mut sc: Scenario) -> Scenario {
+    sc.two_names = true;
+    sc
+}
+
 // 1. A resource that checks fencing tokens never accepts a write from a stale
 //    holder, and the server's tokens only grow, under every fault: pauses,
 //    crashes, the lock key's expiry, and (Redis) a rollback of the whole key
 //    space to an older snapshot and the eviction of any key.
-fn fencing(backend: Backend, seed: u64) -> Result<(), String> {
-    let out = World::new(all_faults(backend, seed), seed).run();
+fn fencing(backend: Backend, seed: u64, two: bool) -> Result<(), String> {
+    let sc = all_faults(backend, seed);
+    let out = World::new(if two { two_names(sc) } else { sc }, seed).run();
     check_fencing(&out)
 }
 
 // 2. With no pauses and no server-side loss of state (no expiry, rollback or
 //    eviction: see `no_pause_faults`), at most one holder at any instant.
-fn mutual_exclusion(backend: Backend, seed: u64) -> Result<(), String> {
-    let out = World::new(no_pause_faults(backend, seed), seed).run();
+fn mutual_exclusion(backend: Backend, seed: u64, two: bool) -> Result<(), String> {
+    let sc = no_pause_faults(backend, seed);
+    let out = World::new(if two { two_names(sc) } else { sc }, seed).run();
     check_no_overlap(&out)?;
     check_tokens_in_grant_order(&out)
 }
@@ -85,9 +94,10 @@ fn mutual_exclusion(backend: Backend, seed: u64) -> Result<(), String> {
 // 3. Once holders release, every waiter is granted within bounded virtual
 //    time, and nothing at all is left behind on the server (the fence
 //    counter expires too), under every fault of property 1.
-fn liveness(backend: Backend, seed: u64) -> Result<(), String> {
+fn liveness(backend: Backend, seed: u64, two: bool) -> Result<(), String> {
     let mut sc = all_faults(backend, seed);
     sc.time_cap_ms = 120_000;
+    sc.two_names = two;
     let out = World::new(sc, seed).run();
     check_liveness(&out)?;
     if out.leftovers != 0 {
@@ -159,7 +169,6 @@ fn reentrancy(backend: Backend, steps: Vec<Step>) -> Result<(), TestCaseError> {
     for st in steps {
         s.events.clear();
         s.now += 1;
-        let now = Instant::from_millis(s.now);
         match st {
             Step::Acquire(o) | Step::TryAcquire(o) => {
                 let no_wait = matches!(st, Step::TryAcquire(_));
@@ -190,7 +199,7 @@ fn reentrancy(backend: Backend, steps: Vec<Step>) -> Result<(), TestCaseError> {
                 }
             }
             Step::Release(o) => {
-                let r = s.machines[0].release(now, OwnerId(o));
+                let r = s.release(0, o);
                 s.settle();
                 match holder {
                     Some((h, n)) if h == o => {
@@ -233,7 +242,7 @@ fn reentrancy(backend: Backend, steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
             Step::OtherClientReleases => {
                 if other {
-                    let _ = s.machines[1].release(now, OwnerId(9)).unwrap();
+                    let _ = s.release(1, 9).unwrap();
                     s.settle();
                     other = false;
                     if let Some(next) = queue.pop_front() {
@@ -246,7 +255,7 @@ fn reentrancy(backend: Backend, steps: Vec<Step>) -> Result<(), TestCaseError> {
             }
         }
         // The machine agrees with the model, and so does the server.
-        prop_assert_eq!(s.machines[0].holder().map(|(o, n, _)| (o.0, n)), holder);
+        prop_assert_eq!(s.holder(0, 1..4), holder);
         match holder {
             Some((h, _)) => prop_assert!(s.server_holder_is(0, h)),
             None if !other => prop_assert!(s.server_free()),
@@ -273,8 +282,9 @@ fn suspend_faults(backend: Backend, seed: u64) -> Scenario {
 
 // 7. A holder whose lock went to someone else while it was suspended is
 //    told at once when it resumes, before it does anything else.
-fn told_at_resume(backend: Backend, seed: u64) -> Result<(), String> {
-    let out = World::new(suspend_faults(backend, seed), seed).run();
+fn told_at_resume(backend: Backend, seed: u64, two: bool) -> Result<(), String> {
+    let sc = suspend_faults(backend, seed);
+    let out = World::new(if two { two_names(sc) } else { sc }, seed).run();
     check_told_at_resume(&out)
 }
 
@@ -298,17 +308,29 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
-    fn p1_fencing_redis(seed in any::<u64>()) { fencing(Backend::Redis, seed).map_err(TestCaseError::fail)?; }
+    fn p1_fencing_redis(seed in any::<u64>()) { fencing(Backend::Redis, seed, false).map_err(TestCaseError::fail)?; }
     #[test]
-    fn p1_fencing_zookeeper(seed in any::<u64>()) { fencing(Backend::ZooKeeper, seed).map_err(TestCaseError::fail)?; }
+    fn p1_fencing_zookeeper(seed in any::<u64>()) { fencing(Backend::ZooKeeper, seed, false).map_err(TestCaseError::fail)?; }
     #[test]
-    fn p2_mutual_exclusion_redis(seed in any::<u64>()) { mutual_exclusion(Backend::Redis, seed).map_err(TestCaseError::fail)?; }
+    fn p1_fencing_two_names_redis(seed in any::<u64>()) { fencing(Backend::Redis, seed, true).map_err(TestCaseError::fail)?; }
     #[test]
-    fn p2_mutual_exclusion_zookeeper(seed in any::<u64>()) { mutual_exclusion(Backend::ZooKeeper, seed).map_err(TestCaseError::fail)?; }
+    fn p1_fencing_two_names_zookeeper(seed in any::<u64>()) { fencing(Backend::ZooKeeper, seed, true).map_err(TestCaseError::fail)?; }
     #[test]
-    fn p3_liveness_redis(seed in any::<u64>()) { liveness(Backend::Redis, seed).map_err(TestCaseError::fail)?; }
+    fn p2_mutual_exclusion_redis(seed in any::<u64>()) { mutual_exclusion(Backend::Redis, seed, false).map_err(TestCaseError::fail)?; }
     #[test]
-    fn p3_liveness_zookeeper(seed in any::<u64>()) { liveness(Backend::ZooKeeper, seed).map_err(TestCaseError::fail)?; }
+    fn p2_mutual_exclusion_zookeeper(seed in any::<u64>()) { mutual_exclusion(Backend::ZooKeeper, seed, false).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p2_mutual_exclusion_two_names_redis(seed in any::<u64>()) { mutual_exclusion(Backend::Redis, seed, true).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p2_mutual_exclusion_two_names_zookeeper(seed in any::<u64>()) { mutual_exclusion(Backend::ZooKeeper, seed, true).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p3_liveness_redis(seed in any::<u64>()) { liveness(Backend::Redis, seed, false).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p3_liveness_zookeeper(seed in any::<u64>()) { liveness(Backend::ZooKeeper, seed, false).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p3_liveness_two_names_redis(seed in any::<u64>()) { liveness(Backend::Redis, seed, true).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p3_liveness_two_names_zookeeper(seed in any::<u64>()) { liveness(Backend::ZooKeeper, seed, true).map_err(TestCaseError::fail)?; }
     #[test]
     fn p4_no_herd_redis(seed in any::<u64>()) { no_herd(Backend::Redis, seed).map_err(TestCaseError::fail)?; }
     #[test]
@@ -316,9 +338,13 @@ proptest! {
     #[test]
     fn p6_partitioned_holder_told_first_zookeeper(seed in any::<u64>()) { partitioned_holder_told_first(seed).map_err(TestCaseError::fail)?; }
     #[test]
-    fn p7_told_at_resume_redis(seed in any::<u64>()) { told_at_resume(Backend::Redis, seed).map_err(TestCaseError::fail)?; }
+    fn p7_told_at_resume_redis(seed in any::<u64>()) { told_at_resume(Backend::Redis, seed, false).map_err(TestCaseError::fail)?; }
     #[test]
-    fn p7_told_at_resume_zookeeper(seed in any::<u64>()) { told_at_resume(Backend::ZooKeeper, seed).map_err(TestCaseError::fail)?; }
+    fn p7_told_at_resume_zookeeper(seed in any::<u64>()) { told_at_resume(Backend::ZooKeeper, seed, false).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p7_told_at_resume_two_names_redis(seed in any::<u64>()) { told_at_resume(Backend::Redis, seed, true).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p7_told_at_resume_two_names_zookeeper(seed in any::<u64>()) { told_at_resume(Backend::ZooKeeper, seed, true).map_err(TestCaseError::fail)?; }
     #[test]
     fn p5_reentrancy_redis(steps in prop::collection::vec(step(), 1..40)) { reentrancy(Backend::Redis, steps)?; }
     #[test]
@@ -337,5 +363,21 @@ fn stale_writes_happen_and_are_refused() {
             refused += out.rejected_writes;
         }
         assert!(refused > 0, "{backend:?}: no stale write was ever attempted");
+    }
+}
+
+/// The two-name runs are not two one-name runs side by side: some client's
+/// table holds machines for both names at once, and both names are granted.
+#[test]
+fn two_names_share_a_table_under_faults() {
+    for backend in [Backend::Redis, Backend::ZooKeeper] {
+        let (mut shared, mut both_granted) = (false, false);
+        for seed in 0..500 {
+            let out = World::new(two_names(all_faults(backend, seed)), seed).run();
+            shared |= out.max_table_locks >= 2;
+            both_granted |= (0..2).all(|l| out.beliefs.iter().any(|b| b.lock == l));
+        }
+        assert!(shared, "{backend:?}: no table ever held two names at once");
+        assert!(both_granted, "{backend:?}: a name was never granted");
     }
 }

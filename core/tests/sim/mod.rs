@@ -1,8 +1,9 @@
 //! Deterministic simulation: a virtual clock that jumps from event to
 //! event, seeded network delays, drops and duplicated notifications,
 //! client pauses and crashes, server-side expiry and ZooKeeper session
-//! expiry, around real `LockMachine`s and small server models. A step cap
-//! turns a livelock into a failure instead of a hang.
+//! expiry, around real `LockTable`s (one per client, driven as the runtime
+//! drives it) and small server models. A step cap turns a livelock into a
+//! failure instead of a hang.
 
 #![allow(dead_code)]
 
@@ -14,14 +15,16 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use polylock_core::{
-    AcquireOptions, Backend, Command, ConnectionEvent, Event, Instant, LockConfig, LockMachine, LockName, Nonce,
-    Notification, Op, OwnerId, Reply, RequestId, Ticket, TransportError,
+    AcquireOptions, Backend, Command, ConnectionEvent, Event, Instant, LockConfig, LockName, LockTable, Nonce,
+    Notification, Op, Output, OwnerId, Reply, RequestId, Ticket, TransportError,
 };
 use polylock_core::{RedisOp, ZkOp};
 use redis_model::RedisModel;
 use zk_model::ZkModel;
 
 pub const LOCK: &str = "/sim/resource";
+/// The names a run's clients lock: only the first, unless [`Scenario::two_names`].
+pub const LOCKS: [&str; 2] = [LOCK, "/sim/other"];
 
 /// splitmix64: small, seedable, good enough for schedules.
 #[derive(Debug, Clone)]
@@ -104,6 +107,10 @@ pub struct Scenario {
     pub no_wait_per_mille: u64,
     pub cancel_per_mille: u64,
     pub faults: Faults,
+    /// Each client alternates between the two [`LOCKS`] from cycle to cycle
+    /// (half of them starting with each), so two names share every client's
+    /// table under the same faults. The oracles hold per name.
+    pub two_names: bool,
     pub time_cap_ms: u64,
     pub step_cap: u64,
 }
@@ -122,6 +129,7 @@ impl Scenario {
             no_wait_per_mille: 0,
             cancel_per_mille: 0,
             faults: Faults { max_delay_ms: 5, ..Faults::default() },
+            two_names: false,
             time_cap_ms: 600_000,
             step_cap: 400_000,
         }
@@ -132,6 +140,8 @@ impl Scenario {
 #[derive(Debug, Clone)]
 pub struct Belief {
     pub client: usize,
+    /// Which of [`LOCKS`].
+    pub lock: usize,
     pub token: u64,
     pub start: u64,
     pub end: Option<u64>,
@@ -140,12 +150,14 @@ pub struct Belief {
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub beliefs: Vec<Belief>,
-    pub accepted_writes: Vec<(u64, usize, u64)>,
+    /// Writes each resource (one per lock) accepted: (time, client, token, lock).
+    pub accepted_writes: Vec<(u64, usize, u64, usize)>,
     pub rejected_writes: u64,
-    /// Server-side grants in order: (time, client, token).
-    pub server_grants: Vec<(u64, usize, u64)>,
-    /// Tokens the server could have given each client (Redis grants / ZK czxids of its nodes).
-    pub server_tokens: Vec<Vec<u64>>,
+    /// Server-side grants in order: (time, client, token, lock).
+    pub server_grants: Vec<(u64, usize, u64, usize)>,
+    /// Tokens the server could have given each client, with their lock
+    /// (Redis grants / ZK czxids of its nodes).
+    pub server_tokens: Vec<Vec<(usize, u64)>>,
     pub finished: Vec<bool>,
     pub crashed: Vec<bool>,
     /// Commands sent in response to a wake-up (Redis message / ZooKeeper watch).
@@ -158,6 +170,8 @@ pub struct Outcome {
     /// cleanup had time to run: lock key, queue keys / ephemeral nodes.
     pub leftovers: usize,
     pub livelock: bool,
+    /// The most locks one client's table held machines for at once.
+    pub max_table_locks: usize,
     /// Every pause (or suspend): (client, start, end).
     pub pauses: Vec<(usize, u64, u64)>,
 }
@@ -180,14 +194,14 @@ enum Ev {
     Server { c: usize, session: u64, cmd: Command, drop_reply: bool },
     Timer { c: usize },
     AppStart { c: usize },
-    AppWrite { c: usize, token: u64 },
-    WriteArrive { c: usize, token: u64 },
+    AppWrite { c: usize, token: u64, lock: usize },
+    WriteArrive { c: usize, token: u64, lock: usize },
     AppRelease { c: usize, belief: usize },
     AppCancel { c: usize, ticket: Ticket },
     Pause { c: usize, ms: u64 },
     Crash { c: usize },
     ExpireSession { c: usize },
-    DeleteLockKey,
+    DeleteLockKey { lock: usize },
     Snapshot,
     Restore,
     EvictKey,
@@ -208,8 +222,11 @@ enum App {
 }
 
 struct Client {
-    m: LockMachine,
+    /// The client's table, holding its one lock (or none while idle).
+    t: LockTable,
     app: App,
+    /// The lock (of [`LOCKS`]) of the current cycle.
+    lock: usize,
     cycles_left: usize,
     paused_until: u64,
     /// How far the client's clock is behind real time: the suspends it did not count.
@@ -246,7 +263,8 @@ pub struct World {
     /// Server-side session id per client (ZooKeeper).
     server_session: Vec<u64>,
     next_session: u64,
-    resource_max: u64,
+    /// The newest token each lock's resource accepted.
+    resource_max: [u64; 2],
     pub out: Outcome,
     fields: Vec<String>,
     trace: bool,
@@ -263,16 +281,15 @@ impl World {
         cfg.session_timeout = Duration::from_millis(sc.session_ms);
         cfg.min_backoff = Duration::from_millis(20);
         cfg.max_backoff = Duration::from_millis(200);
-        let name = LockName::new(LOCK).unwrap();
         let mut clients = Vec::new();
         let mut fields = Vec::new();
         for i in 0..sc.clients {
-            let m =
-                LockMachine::new(cfg.clone(), name.clone(), Nonce(rng.next() as u128 | ((i as u128) << 64))).unwrap();
-            fields.push(m.holder_id(OwnerId(1)));
+            let t = LockTable::new(cfg.clone(), Nonce(rng.next() as u128 | ((i as u128) << 64))).unwrap();
+            fields.push(t.holder_id(OwnerId(1)));
             clients.push(Client {
-                m,
+                t,
                 app: App::Idle,
+                lock: 0,
                 cycles_left: sc.cycles,
                 paused_until: 0,
                 clock_lag: 0,
@@ -302,7 +319,7 @@ impl World {
             zk: ZkModel::new(),
             server_session: (1..=n as u64).collect(),
             next_session: n as u64 + 1,
-            resource_max: 0,
+            resource_max: [0; 2],
             out: Outcome { server_tokens: vec![Vec::new(); n], ..Outcome::default() },
             fields,
             trace: std::env::var("SIM_TRACE").is_ok(),
@@ -366,7 +383,8 @@ impl World {
         if f.expiries && self.sc.backend == Backend::Redis {
             for _ in 0..self.rng.range(0, 2) {
                 let t = self.rng.range(0, horizon);
-                self.at(t, Ev::DeleteLockKey);
+                let lock = if self.sc.two_names { self.rng.range(0, 1) as usize } else { 0 };
+                self.at(t, Ev::DeleteLockKey { lock });
             }
         }
         if f.rollbacks && self.sc.backend == Backend::Redis && self.rng.chance(500) {
@@ -414,7 +432,7 @@ impl World {
                 // Let cleanup finish (releases, queue entries, container reaping),
                 // but stop once only renewals of nobody and timers remain.
                 let since = *quiet_since.get_or_insert(self.now);
-                let idle = self.clients.iter().all(|c| c.crashed || c.m.is_idle());
+                let idle = self.clients.iter().all(|c| c.crashed || c.t.lock_count() == 0);
                 if idle || self.now > since + 3 * self.sc.lease_ms.max(self.sc.session_ms) + 1000 {
                     break;
                 }
@@ -435,10 +453,11 @@ impl World {
                 // Far in the future, everything with a TTL is gone; nothing
                 // may be left without one, not even the fence counter.
                 self.out.leftovers = self.redis.key_count(now);
-                for (t, field, token) in self.redis.grants.clone() {
+                for (t, field, token, key) in self.redis.grants.clone() {
                     let c = self.fields.iter().position(|f| *f == field).unwrap();
-                    self.out.server_grants.push((t, c, token));
-                    self.out.server_tokens[c].push(token);
+                    let lock = LOCKS.iter().position(|l| *l == key).expect("a grant of a simulated lock");
+                    self.out.server_grants.push((t, c, token, lock));
+                    self.out.server_tokens[c].push((lock, token));
                 }
                 self.out.releases = self.redis.releases;
             }
@@ -492,19 +511,19 @@ impl World {
             Ev::Timer { c } => {
                 self.clients[c].armed = None;
                 let now = self.local_now(c);
-                self.clients[c].m.handle_timeout(now);
+                self.clients[c].t.handle_timeout(now);
                 self.drain(c);
             }
             Ev::AppStart { c } => self.app_start(c),
-            Ev::AppWrite { c, token } => {
+            Ev::AppWrite { c, token, lock } => {
                 // The write leaves the client now; it reaches the resource a little later.
                 let d = self.delay();
-                self.at(self.now + d, Ev::WriteArrive { c, token });
+                self.at(self.now + d, Ev::WriteArrive { c, token, lock });
             }
-            Ev::WriteArrive { c, token } => {
-                if token >= self.resource_max {
-                    self.resource_max = token;
-                    self.out.accepted_writes.push((self.now, c, token));
+            Ev::WriteArrive { c, token, lock } => {
+                if token >= self.resource_max[lock] {
+                    self.resource_max[lock] = token;
+                    self.out.accepted_writes.push((self.now, c, token, lock));
                 } else {
                     self.out.rejected_writes += 1;
                 }
@@ -513,7 +532,8 @@ impl World {
                 if self.clients[c].app == App::Holding(belief) {
                     self.out.beliefs[belief].end = Some(self.now);
                     let now = self.local_now(c);
-                    let r = self.clients[c].m.release(now, OwnerId(1));
+                    let name = LOCKS[self.out.beliefs[belief].lock];
+                    let r = self.clients[c].t.release(now, name, OwnerId(1), None);
                     // A holder whose deadline passed while it was paused learns
                     // of the loss on release; anything else is a bug.
                     assert!(
@@ -527,7 +547,8 @@ impl World {
             Ev::AppCancel { c, ticket } => {
                 if self.clients[c].app == App::Waiting(ticket) {
                     let now = self.local_now(c);
-                    if self.clients[c].m.cancel(now, ticket) {
+                    let name = LOCKS[self.clients[c].lock];
+                    if self.clients[c].t.cancel(now, name, ticket) {
                         self.cycle_done(c);
                     }
                     self.drain(c);
@@ -554,7 +575,7 @@ impl World {
                 }
             }
             Ev::ExpireSession { c } => self.expire_session(c),
-            Ev::DeleteLockKey => self.redis.del(LOCK),
+            Ev::DeleteLockKey { lock } => self.redis.del(LOCKS[lock]),
             Ev::Snapshot => self.snapshot = Some(self.redis.snapshot()),
             Ev::Restore => {
                 if let Some(copy) = self.snapshot.take() {
@@ -684,7 +705,11 @@ impl World {
         self.clients[c].nonce_seq += 1;
         let nonce = Nonce((self.rng.next() as u128) << 64 | self.clients[c].nonce_seq);
         let now = self.local_now(c);
-        let ticket = self.clients[c].m.acquire(now, OwnerId(1), opts, nonce).expect("acquire accepted");
+        if self.sc.two_names {
+            self.clients[c].lock = (c + self.sc.cycles - self.clients[c].cycles_left) % 2;
+        }
+        let name = LockName::new(LOCKS[self.clients[c].lock]).unwrap();
+        let ticket = self.clients[c].t.acquire(now, &name, OwnerId(1), opts, nonce).expect("acquire accepted");
         self.clients[c].app = App::Waiting(ticket);
         if self.rng.chance(self.sc.cancel_per_mille) {
             let t = self.now + self.rng.range(0, 200);
@@ -710,16 +735,16 @@ impl World {
         let now = self.local_now(c);
         let woke = matches!(input, Input::Notif(_));
         match input {
-            Input::Reply(id, reply) => self.clients[c].m.handle_reply(now, id, reply),
-            Input::Notif(n) => self.clients[c].m.handle_notification(now, n),
-            Input::Conn(ev) => self.clients[c].m.handle_connection(now, ev),
+            Input::Reply(id, reply) => self.clients[c].t.handle_reply(now, id, reply),
+            Input::Notif(n) => self.clients[c].t.handle_notification(now, n),
+            Input::Conn(ev) => self.clients[c].t.handle_connection(now, ev),
             Input::Expired { old, new } => {
                 // The client learns of each of its sessions' ends in turn; the
                 // requests it sends meanwhile carry the session it believes in.
                 if self.clients[c].session == old {
                     self.clients[c].session = new;
-                    self.clients[c].m.handle_connection(now, ConnectionEvent::SessionExpired);
-                    self.clients[c].m.handle_connection(now, ConnectionEvent::Connected);
+                    self.clients[c].t.handle_connection(now, ConnectionEvent::SessionExpired);
+                    self.clients[c].t.handle_connection(now, ConnectionEvent::Connected);
                 }
             }
         }
@@ -735,27 +760,36 @@ impl World {
         }
     }
 
-    /// Drains a client's outputs after an input, as the drive contract says.
+    /// Drains a client's table after an input, as the drive contract says:
+    /// `poll_output` until `None`, events (which come first) to the
+    /// application, commands sent in order, a timeout arming the one timer.
+    /// Returns the ops sent.
     fn drain(&mut self, c: usize) -> Vec<Op> {
         let mut sent = Vec::new();
-        while let Some(cmd) = self.clients[c].m.poll_command() {
-            sent.push(cmd.op.clone());
-            self.send(c, cmd);
-        }
-        while let Some(ev) = self.clients[c].m.poll_event() {
-            self.on_event(c, ev);
-        }
-        // Events may have triggered more commands (a release, say).
-        while let Some(cmd) = self.clients[c].m.poll_command() {
-            sent.push(cmd.op.clone());
-            self.send(c, cmd);
-        }
-        if let Some(t) = self.clients[c].m.poll_timeout() {
-            // The machine's instant is on the client's clock.
-            let t = (t.as_millis() + self.clients[c].clock_lag).max(self.now);
-            if self.clients[c].armed != Some(t) {
-                self.clients[c].armed = Some(t);
-                self.at(t, Ev::Timer { c });
+        self.out.max_table_locks = self.out.max_table_locks.max(self.clients[c].t.lock_count());
+        while let Some(out) = self.clients[c].t.poll_output() {
+            match out {
+                Output::Event { name, event } => {
+                    let lock = LOCKS.iter().position(|l| *l == name.as_str());
+                    let lock = lock.unwrap_or_else(|| panic!("an event for a lock nobody asked for: {name:?}"));
+                    self.on_event(c, lock, event);
+                }
+                Output::Command(cmd) => {
+                    sent.push(cmd.op.clone());
+                    self.send(c, cmd);
+                }
+                Output::Timeout(at) => {
+                    // The table's instant is on the client's clock. It
+                    // replaces the one armed before: a timer still queued
+                    // for a later instant just runs handle_timeout early,
+                    // which is harmless.
+                    let t = (at.as_millis() + self.clients[c].clock_lag).max(self.now);
+                    if self.clients[c].armed != Some(t) {
+                        self.clients[c].armed = Some(t);
+                        self.at(t, Ev::Timer { c });
+                    }
+                }
+                other => panic!("the simulation reads no status: {other:?}"),
             }
         }
         sent
@@ -829,11 +863,14 @@ impl World {
                 } else {
                     let mut fired = Vec::new();
                     let r = self.zk.apply(c, session, cmd.id, &cmd.op, &mut fired);
-                    if let Reply::Created { czxid, .. } = &r {
-                        self.out.server_tokens[c].push(*czxid as u64);
+                    if let Reply::Created { path, czxid } = &r {
+                        let lock =
+                            LOCKS.iter().position(|l| path.starts_with(&format!("{l}/"))).expect("a simulated lock");
+                        self.out.server_tokens[c].push((lock, *czxid as u64));
                     }
                     self.fire(fired);
-                    let grants = matches!(r, Reply::Children(_)) && self.zk.holder_session(LOCK) == Some(session);
+                    let grants = matches!(r, Reply::Children(_))
+                        && matches!(&cmd.op, Op::GetChildren { path } if self.zk.holder_session(path) == Some(session));
                     if grants && !drop_reply && self.sc.faults.partitions && self.rng.chance(100) {
                         // Cut just after the reply left the server.
                         self.push_input(c, Input::Reply(cmd.id, r), 0);
@@ -885,24 +922,29 @@ impl World {
         }
     }
 
-    fn on_event(&mut self, c: usize, ev: Event) {
+    fn on_event(&mut self, c: usize, lock: usize, ev: Event) {
         if self.trace {
-            eprintln!("{:>6} client {c} event {ev:?}", self.now);
+            eprintln!("{:>6} client {c} event {} {ev:?}", self.now, LOCKS[lock]);
         }
         match ev {
             Event::Granted { ticket, token, reentry: 0, .. } => {
                 assert_eq!(self.clients[c].app, App::Waiting(ticket), "grant for a ticket nobody waits on");
+                assert_eq!(self.clients[c].lock, lock, "grant of {ticket:?} under another name");
                 let b = self.out.beliefs.len();
-                self.out.beliefs.push(Belief { client: c, token: token.0, start: self.now, end: None });
+                self.out.beliefs.push(Belief { client: c, lock, token: token.0, start: self.now, end: None });
                 self.clients[c].app = App::Holding(b);
                 let hold = self.rng.range(self.sc.hold_ms.0, self.sc.hold_ms.1);
-                self.at(self.now + hold / 2, Ev::AppWrite { c, token: token.0 });
+                self.at(self.now + hold / 2, Ev::AppWrite { c, token: token.0, lock });
                 self.at(self.now + hold, Ev::AppRelease { c, belief: b });
             }
             Event::Granted { .. } => {}
             Event::Failed { ticket, .. } if self.clients[c].app == App::Waiting(ticket) => self.cycle_done(c),
-            Event::Lost { .. } => {
+            Event::Lost { token, .. } => {
                 if let App::Holding(b) = self.clients[c].app {
+                    // Only the lock it believes it holds can be lost: a name
+                    // it released holds nothing of this client's any more.
+                    let belief = &self.out.beliefs[b];
+                    assert_eq!((belief.lock, belief.token), (lock, token.0), "a loss of a grant nobody holds");
                     self.out.beliefs[b].end = Some(self.now);
                     self.cycle_done(c);
                 }
@@ -919,39 +961,58 @@ fn failed() -> Reply {
 
 // ---- oracles ------------------------------------------------------------
 
-/// No two clients believed they held the lock at the same instant.
+/// The indexes of [`LOCKS`] a run's records mention.
+fn locks_of(out: &Outcome) -> Vec<usize> {
+    let mut locks: Vec<usize> =
+        out.beliefs.iter().map(|b| b.lock).chain(out.server_grants.iter().map(|g| g.3)).collect();
+    locks.sort_unstable();
+    locks.dedup();
+    locks
+}
+
+/// No two clients believed they held the same lock at the same instant.
 pub fn check_no_overlap(out: &Outcome) -> Result<(), String> {
-    let mut spans: Vec<&Belief> = out.beliefs.iter().collect();
-    spans.sort_by_key(|b| b.start);
-    for pair in spans.windows(2) {
-        let (a, b) = (pair[0], pair[1]);
-        let a_end = a.end.unwrap_or(u64::MAX);
-        if b.start < a_end {
-            return Err(format!(
-                "overlap: client {} [{}..{:?}] and client {} from {}",
-                a.client, a.start, a.end, b.client, b.start
-            ));
+    for lock in locks_of(out) {
+        let mut spans: Vec<&Belief> = out.beliefs.iter().filter(|b| b.lock == lock).collect();
+        spans.sort_by_key(|b| b.start);
+        for pair in spans.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let a_end = a.end.unwrap_or(u64::MAX);
+            if b.start < a_end {
+                return Err(format!(
+                    "overlap on {}: client {} [{}..{:?}] and client {} from {}",
+                    LOCKS[lock], a.client, a.start, a.end, b.client, b.start
+                ));
+            }
         }
     }
     Ok(())
 }
 
 /// Every token the application saw was one the server issued to that
-/// client, and the server's grants carry strictly increasing tokens.
+/// client for that lock, each lock's server grants carry strictly
+/// increasing tokens, and each lock's resource only accepted growing ones.
 pub fn check_fencing(out: &Outcome) -> Result<(), String> {
     for b in &out.beliefs {
-        if !out.server_tokens[b.client].contains(&b.token) {
-            return Err(format!("client {} was told token {} which the server never issued to it", b.client, b.token));
+        if !out.server_tokens[b.client].contains(&(b.lock, b.token)) {
+            return Err(format!(
+                "client {} was told token {} of {} which the server never issued to it",
+                b.client, b.token, LOCKS[b.lock]
+            ));
         }
     }
-    for pair in out.server_grants.windows(2) {
-        if pair[1].2 <= pair[0].2 {
-            return Err(format!("server grant tokens not increasing: {:?} then {:?}", pair[0], pair[1]));
+    for lock in locks_of(out) {
+        let grants: Vec<_> = out.server_grants.iter().filter(|g| g.3 == lock).collect();
+        for pair in grants.windows(2) {
+            if pair[1].2 <= pair[0].2 {
+                return Err(format!("server grant tokens not increasing: {:?} then {:?}", pair[0], pair[1]));
+            }
         }
-    }
-    for pair in out.accepted_writes.windows(2) {
-        if pair[1].2 < pair[0].2 {
-            return Err(format!("resource accepted token {} after {}", pair[1].2, pair[0].2));
+        let writes: Vec<_> = out.accepted_writes.iter().filter(|w| w.3 == lock).collect();
+        for pair in writes.windows(2) {
+            if pair[1].2 < pair[0].2 {
+                return Err(format!("{}: resource accepted token {} after {}", LOCKS[lock], pair[1].2, pair[0].2));
+            }
         }
     }
     Ok(())
@@ -968,7 +1029,10 @@ pub fn check_told_at_resume(out: &Outcome) -> Result<(), String> {
         else {
             continue;
         };
-        let taken = out.server_grants.iter().find(|(t, other, _)| *other != c && (p0..=p1).contains(t));
+        let taken = out
+            .server_grants
+            .iter()
+            .find(|(t, other, _, lock)| *other != c && *lock == b.lock && (p0..=p1).contains(t));
         if let Some(g) = taken {
             return Err(format!(
                 "client {c} paused {p0}..{p1} while its lock went to {g:?}, and still believed it held it until {:?}",
@@ -979,19 +1043,20 @@ pub fn check_told_at_resume(out: &Outcome) -> Result<(), String> {
     Ok(())
 }
 
-/// Tokens grow in the order the application was granted them (valid when
-/// no client was paused, so grants are seen in server order).
+/// Each lock's tokens grow in the order the application was granted them
+/// (valid when no client was paused, so grants are seen in server order).
 pub fn check_tokens_in_grant_order(out: &Outcome) -> Result<(), String> {
-    let mut spans: Vec<&Belief> = out.beliefs.iter().collect();
-    spans.sort_by_key(|b| b.start);
-    for pair in spans.windows(2) {
-        if pair[1].token <= pair[0].token {
-            return Err(format!("token {} granted after token {}", pair[1].token, pair[0].token));
+    for lock in locks_of(out) {
+        let mut spans: Vec<&Belief> = out.beliefs.iter().filter(|b| b.lock == lock).collect();
+        spans.sort_by_key(|b| b.start);
+        for pair in spans.windows(2) {
+            if pair[1].token <= pair[0].token {
+                return Err(format!("{}: token {} granted after token {}", LOCKS[lock], pair[1].token, pair[0].token));
+            }
         }
     }
     Ok(())
 }
-
 /// Every client that did not crash finished all its cycles.
 pub fn check_liveness(out: &Outcome) -> Result<(), String> {
     if out.livelock {

@@ -20,8 +20,8 @@ pub struct RedisModel {
     keys: HashMap<String, (Value, Option<u64>)>,
     /// channel -> subscribed clients
     pub subs: HashMap<String, Vec<usize>>,
-    /// (time, client field, token) for every grant the server made.
-    pub grants: Vec<(u64, String, u64)>,
+    /// (time, client field, token, lock key) for every grant the server made.
+    pub grants: Vec<(u64, String, u64, String)>,
     pub acquire_calls: u64,
     /// Publishes to polylock waiter channels (wake-ups sent).
     pub wakeups_sent: u64,
@@ -202,7 +202,7 @@ impl RedisModel {
         let mut h = BTreeMap::new();
         h.insert(field.to_owned(), 1);
         self.keys.insert(lock.to_owned(), (Value::Hash(h), Some(now + lease)));
-        self.grants.push((now, field.to_owned(), token as u64));
+        self.grants.push((now, field.to_owned(), token as u64, lock.to_owned()));
         RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)])
     }
 
@@ -241,7 +241,7 @@ impl RedisModel {
                 h.insert(first_field.clone(), 1);
                 self.keys.insert(lock.clone(), (Value::Hash(h), Some(now + lease)));
                 let token = self.next_token(now, now_us, fence, lease);
-                self.grants.push((now, first_field, token as u64));
+                self.grants.push((now, first_field, token as u64, lock.clone()));
                 publish.push((format!("{prefix}:{first}"), token.to_string()));
                 self.wakeups_sent += 1;
             }

@@ -1,5 +1,6 @@
-//! A synchronous harness: machines and a server model with no delays, for
-//! checking local semantics (reentrancy, release by a non-owner) step by step.
+//! A synchronous harness: lock tables (one per client) and a server model
+//! with no delays, for checking local semantics (reentrancy, release by a
+//! non-owner) step by step.
 
 #![allow(dead_code)]
 
@@ -7,7 +8,8 @@ use std::time::Duration;
 
 use polylock_core::RedisOp;
 use polylock_core::{
-    AcquireOptions, Backend, Event, Instant, LockConfig, LockMachine, LockName, Nonce, Op, OwnerId, Reply,
+    AcquireOptions, Backend, Error, Event, Instant, LockConfig, LockName, LockTable, Nonce, Op, Output, OwnerId,
+    ReleaseProgress, Reply,
 };
 
 use super::redis_model::RedisModel;
@@ -16,7 +18,7 @@ use super::LOCK;
 
 pub struct Solo {
     pub backend: Backend,
-    pub machines: Vec<LockMachine>,
+    pub tables: Vec<LockTable>,
     pub redis: RedisModel,
     pub zk: ZkModel,
     pub now: u64,
@@ -28,12 +30,9 @@ impl Solo {
     pub fn new(backend: Backend, clients: usize) -> Self {
         let mut cfg = LockConfig::new(backend);
         cfg.lease = Duration::from_secs(30);
-        let name = LockName::new(LOCK).unwrap();
         Solo {
             backend,
-            machines: (0..clients)
-                .map(|i| LockMachine::new(cfg.clone(), name.clone(), Nonce(1000 + i as u128)).unwrap())
-                .collect(),
+            tables: (0..clients).map(|i| LockTable::new(cfg.clone(), Nonce(1000 + i as u128)).unwrap()).collect(),
             redis: RedisModel::default(),
             zk: ZkModel::new(),
             now: 1,
@@ -50,26 +49,48 @@ impl Solo {
     pub fn acquire(&mut self, c: usize, owner: u64, no_wait: bool) {
         let n = self.nonce();
         let opts = AcquireOptions { no_wait, ..Default::default() };
-        self.machines[c].acquire(Instant::from_millis(self.now), OwnerId(owner), opts, n).unwrap();
+        let name = LockName::new(LOCK).unwrap();
+        self.tables[c].acquire(Instant::from_millis(self.now), &name, OwnerId(owner), opts, n).unwrap();
         self.settle();
     }
 
-    /// Runs every machine's commands against the model until all is quiet.
+    /// Client `c`'s `owner` ends one hold.
+    pub fn release(&mut self, c: usize, owner: u64) -> Result<ReleaseProgress, Error> {
+        self.tables[c].release(Instant::from_millis(self.now), LOCK, OwnerId(owner), None)
+    }
+
+    /// Which of `owners` holds the lock in client `c`'s table, and how often.
+    pub fn holder(&self, c: usize, owners: impl IntoIterator<Item = u64>) -> Option<(u64, u32)> {
+        owners.into_iter().find_map(|o| self.tables[c].hold(LOCK, OwnerId(o)).map(|(n, _)| (o, n)))
+    }
+
+    /// Runs every table's commands against the model until all is quiet.
+    /// Replies go in as soon as each command is polled, between two
+    /// `poll_output` calls, which the drive contract allows.
     pub fn settle(&mut self) {
         for _ in 0..1000 {
             let mut any = false;
-            for c in 0..self.machines.len() {
-                while let Some(cmd) = self.machines[c].poll_command() {
+            for c in 0..self.tables.len() {
+                while let Some(out) = self.tables[c].poll_output() {
+                    let cmd = match out {
+                        Output::Command(cmd) => cmd,
+                        Output::Event { event, .. } => {
+                            self.events.push((c, event));
+                            continue;
+                        }
+                        // No time passes here.
+                        _ => continue,
+                    };
                     any = true;
                     let now = Instant::from_millis(self.now);
                     match (&cmd.op, self.backend) {
                         (Op::Redis(RedisOp::Eval { script, keys, args }), _) => {
                             let fx = self.redis.eval(self.now, script.name, keys, args);
-                            self.machines[c].handle_reply(now, cmd.id, fx.reply);
+                            self.tables[c].handle_reply(now, cmd.id, fx.reply);
                             for (ch, payload) in fx.publish {
                                 let subs = self.redis.subs.get(&ch).cloned().unwrap_or_default();
                                 for s in subs {
-                                    self.machines[s].handle_notification(
+                                    self.tables[s].handle_notification(
                                         now,
                                         polylock_core::Notification::Message {
                                             channel: ch.clone(),
@@ -81,28 +102,24 @@ impl Solo {
                         }
                         (Op::Redis(RedisOp::Subscribe { channel }), _) => {
                             self.redis.subs.entry(channel.clone()).or_default().push(c);
-                            self.machines[c].handle_reply(now, cmd.id, Reply::Done);
+                            self.tables[c].handle_reply(now, cmd.id, Reply::Done);
                         }
                         (Op::Redis(RedisOp::Unsubscribe { channel }), _) => {
                             if let Some(s) = self.redis.subs.get_mut(channel) {
                                 s.retain(|x| *x != c);
                             }
-                            self.machines[c].handle_reply(now, cmd.id, Reply::Done);
+                            self.tables[c].handle_reply(now, cmd.id, Reply::Done);
                         }
                         (op, Backend::ZooKeeper) => {
                             let mut fired = Vec::new();
                             let r = self.zk.apply(c, c as u64 + 1, cmd.id, op, &mut fired);
-                            self.machines[c].handle_reply(now, cmd.id, r);
+                            self.tables[c].handle_reply(now, cmd.id, r);
                             for (w, id) in fired {
-                                self.machines[w]
-                                    .handle_notification(now, polylock_core::Notification::WatchFired { id });
+                                self.tables[w].handle_notification(now, polylock_core::Notification::WatchFired { id });
                             }
                         }
                         (op, b) => panic!("{op:?} on {b:?}"),
                     }
-                }
-                while let Some(ev) = self.machines[c].poll_event() {
-                    self.events.push((c, ev));
                 }
             }
             if !any {
@@ -115,7 +132,7 @@ impl Solo {
     /// Does the server say client `c`'s `owner` holds the lock?
     pub fn server_holder_is(&mut self, c: usize, owner: u64) -> bool {
         match self.backend {
-            Backend::Redis => self.redis.holder(self.now, LOCK) == Some(self.machines[c].holder_id(OwnerId(owner))),
+            Backend::Redis => self.redis.holder(self.now, LOCK) == Some(self.tables[c].holder_id(OwnerId(owner))),
             Backend::ZooKeeper => {
                 let Some(session) = self.zk.holder_session(LOCK) else { return false };
                 // The node's data names the owner.
@@ -126,7 +143,7 @@ impl Solo {
                     .filter(|(_, n)| n.ephemeral_session == Some(session))
                     .map(|(_, n)| n.data.clone())
                     .collect();
-                session == c as u64 + 1 && kids.contains(&self.machines[c].holder_id(OwnerId(owner)).into_bytes())
+                session == c as u64 + 1 && kids.contains(&self.tables[c].holder_id(OwnerId(owner)).into_bytes())
             }
         }
     }
