@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use polylock_core::*;
+use polylock_core::{RedisOp, ZkOp};
 
 const T0: Instant = Instant::from_millis(1_000);
 const OWNER: OwnerId = OwnerId(1);
@@ -50,7 +51,7 @@ fn busy() -> Reply {
 
 fn script(cmd: &Command) -> &'static str {
     match &cmd.op {
-        Op::Eval { script, .. } => script.name,
+        Op::Redis(RedisOp::Eval { script, .. }) => script.name,
         other => panic!("not a script: {other:?}"),
     }
 }
@@ -64,7 +65,7 @@ fn queue_behind_redis(t: &mut LockTable, n: &LockName, nonce: u128) -> (Ticket, 
     assert_eq!(script(&first), "polylock_acquire");
     t.handle_reply(T0, first.id, busy());
     let sub = only_command(&drain(t));
-    let Op::Subscribe { channel } = sub.op.clone() else { panic!("{sub:?}") };
+    let Op::Redis(RedisOp::Subscribe { channel }) = sub.op.clone() else { panic!("{sub:?}") };
     t.handle_reply(T0, sub.id, Reply::Done);
     let again = only_command(&drain(t));
     (ticket, channel, again.id)
@@ -92,7 +93,7 @@ fn redis_grants_reach_the_right_name_across_crossed_replies_and_handoffs() {
     let channels: Vec<String> = subs
         .iter()
         .map(|c| match &c.op {
-            Op::Subscribe { channel } => channel.clone(),
+            Op::Redis(RedisOp::Subscribe { channel }) => channel.clone(),
             other => panic!("{other:?}"),
         })
         .collect();
@@ -129,14 +130,16 @@ fn queue_behind_zk(t: &mut LockTable, n: &LockName, nonce: u128, czxid: i64) -> 
     let ticket = t.acquire(T0, n, OWNER, AcquireOptions::default(), Nonce(nonce)).unwrap();
     let cmds = commands(&drain(t));
     let [create, list] = cmds.as_slice() else { panic!("{cmds:?}") };
-    let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+    let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
     let node = format!("{path}0000000007");
     let ours = node.rsplit('/').next().unwrap().to_owned();
     t.handle_reply(T0, create.id, Reply::Created { path: node, czxid });
     t.handle_reply(T0, list.id, Reply::Children(vec!["_c_other-lock-0000000003".into(), ours.clone()]));
     let watch = commands(&drain(t))
         .into_iter()
-        .find(|c| matches!(&c.op, Op::Stat { path, watch: true } if path.ends_with("-lock-0000000003")))
+        .find(
+            |c| matches!(&c.op, Op::ZooKeeper(ZkOp::Stat { path, watch: true }) if path.ends_with("-lock-0000000003")),
+        )
         .expect("a watch on the predecessor");
     (ticket, ours, watch.id)
 }
@@ -159,10 +162,16 @@ fn zookeeper_watches_fire_to_the_right_name_in_crossed_order() {
     let outs = drain(&mut t);
     assert!(events(&outs).is_empty(), "{outs:?}");
     let relist_b = only_command(&outs);
-    assert!(matches!(&relist_b.op, Op::GetChildren { path } if path.ends_with("/orders/b")), "{relist_b:?}");
+    assert!(
+        matches!(&relist_b.op, Op::ZooKeeper(ZkOp::GetChildren { path }) if path.ends_with("/orders/b")),
+        "{relist_b:?}"
+    );
     t.handle_notification(T0, Notification::WatchFired { id: wa });
     let relist_a = only_command(&drain(&mut t));
-    assert!(matches!(&relist_a.op, Op::GetChildren { path } if path.ends_with("/orders/a")), "{relist_a:?}");
+    assert!(
+        matches!(&relist_a.op, Op::ZooKeeper(ZkOp::GetChildren { path }) if path.ends_with("/orders/a")),
+        "{relist_a:?}"
+    );
     t.handle_reply(T0, relist_b.id, Reply::Children(vec![node_b]));
     t.handle_reply(T0, relist_a.id, Reply::Children(vec![node_a]));
     let evs = events(&drain(&mut t));
@@ -177,7 +186,7 @@ fn zookeeper_watches_fire_to_the_right_name_in_crossed_order() {
 
 /// The ACQUIRE script's lease (ARGV[2]) and waiter TTL (ARGV[4]) of one acquire.
 fn acquire_terms(cmd: &Command) -> (String, String) {
-    let Op::Eval { script, args, .. } = &cmd.op else { panic!("{cmd:?}") };
+    let Op::Redis(RedisOp::Eval { script, args, .. }) = &cmd.op else { panic!("{cmd:?}") };
     assert_eq!(script.name, "polylock_acquire");
     (args[1].clone(), args[3].clone())
 }
@@ -220,7 +229,7 @@ fn redis_status_is_one_script_decoded_in_core() {
     let id = t.read_status(&n);
     let cmd = only_command(&drain(&mut t));
     let keys = redis::RedisKeys::of(&n);
-    let Op::Eval { script, keys: sent, .. } = &cmd.op else { panic!("{cmd:?}") };
+    let Op::Redis(RedisOp::Eval { script, keys: sent, .. }) = &cmd.op else { panic!("{cmd:?}") };
     assert_eq!(script.name, redis::STATUS.name);
     assert_eq!(sent, &vec![keys.lock().to_owned(), keys.fence().to_owned(), keys.queue().to_owned()]);
     assert_eq!(t.lock_count(), 0, "a status read needs no machine");
@@ -256,18 +265,18 @@ fn zookeeper_status_lists_reads_the_first_and_lists_again_on_no_node() {
     let parent = zk::lock_path(&n);
     let id = t.read_status(&n);
     let list = only_command(&drain(&mut t));
-    assert_eq!(list.op, Op::GetChildren { path: parent.clone() });
+    assert_eq!(list.op, Op::ZooKeeper(ZkOp::GetChildren { path: parent.clone() }));
     // Curator orders by the sequence suffix, not by the whole name.
     let kids = vec!["_c_b-lock-0000000005".to_owned(), "_c_a-lock-0000000009".to_owned()];
     t.handle_reply(T0, list.id, Reply::Children(kids));
     let read = only_command(&drain(&mut t));
-    assert_eq!(read.op, Op::GetData { path: format!("{parent}/_c_b-lock-0000000005") });
+    assert_eq!(read.op, Op::ZooKeeper(ZkOp::GetData { path: format!("{parent}/_c_b-lock-0000000005") }));
     t.handle_reply(T0, read.id, Reply::NoNode);
     let again = only_command(&drain(&mut t));
-    assert_eq!(again.op, Op::GetChildren { path: parent.clone() });
+    assert_eq!(again.op, Op::ZooKeeper(ZkOp::GetChildren { path: parent.clone() }));
     t.handle_reply(T0, again.id, Reply::Children(vec!["_c_a-lock-0000000009".into()]));
     let read = only_command(&drain(&mut t));
-    assert_eq!(read.op, Op::GetData { path: format!("{parent}/_c_a-lock-0000000009") });
+    assert_eq!(read.op, Op::ZooKeeper(ZkOp::GetData { path: format!("{parent}/_c_a-lock-0000000009") }));
     t.handle_reply(T0, read.id, Reply::Data { data: b"c:3".to_vec(), czxid: 77 });
     assert_eq!(
         drain(&mut t),
@@ -310,7 +319,11 @@ fn idle_machines_are_dropped() {
     assert_eq!(t.lock_count(), 1, "cleanup still runs: {cleanup:?}");
     t.handle_reply(T0, pending, busy());
     for c in commands(&drain(&mut t)).into_iter().chain(cleanup) {
-        let reply = if matches!(c.op, Op::Eval { .. }) { Reply::Redis(RedisValue::Int(0)) } else { Reply::Done };
+        let reply = if matches!(c.op, Op::Redis(RedisOp::Eval { .. })) {
+            Reply::Redis(RedisValue::Int(0))
+        } else {
+            Reply::Done
+        };
         t.handle_reply(T0, c.id, reply);
         let _ = drain(&mut t);
     }
@@ -353,7 +366,7 @@ fn hold_zk(t: &mut LockTable, n: &LockName, nonce: u128, czxid: i64) {
     t.acquire(T0, n, OWNER, AcquireOptions::default(), Nonce(nonce)).unwrap();
     let cmds = commands(&drain(t));
     let [create, list] = cmds.as_slice() else { panic!("{cmds:?}") };
-    let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+    let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
     let node = format!("{path}0000000001");
     let ours = node.rsplit('/').next().unwrap().to_owned();
     t.handle_reply(T0, create.id, Reply::Created { path: node, czxid });
@@ -361,7 +374,7 @@ fn hold_zk(t: &mut LockTable, n: &LockName, nonce: u128, czxid: i64) {
     let outs = drain(t);
     assert!(matches!(events(&outs).as_slice(), [(_, Event::Granted { .. })]), "{outs:?}");
     for c in commands(&outs) {
-        if matches!(c.op, Op::Stat { watch: true, .. }) {
+        if matches!(c.op, Op::ZooKeeper(ZkOp::Stat { watch: true, .. })) {
             t.handle_reply(T0, c.id, Reply::Stat { czxid });
         }
     }
@@ -504,7 +517,7 @@ fn a_lock_first_used_while_disconnected_counts_its_loss_from_the_disconnection()
     t.acquire(later, &b, OWNER, AcquireOptions::default(), Nonce(3)).unwrap();
     let cmds = commands(&drain(&mut t));
     let [create, list] = cmds.as_slice() else { panic!("{cmds:?}") };
-    let Op::CreateSequential { path, .. } = &create.op else { panic!("{create:?}") };
+    let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
     let node = format!("{path}0000000001");
     let ours = node.rsplit('/').next().unwrap().to_owned();
     t.handle_reply(later, create.id, Reply::Created { path: node, czxid: 60 });
@@ -537,7 +550,7 @@ fn a_late_reply_to_a_dropped_machine_never_reaches_its_successor() {
     let outs = drain(&mut t);
     assert!(matches!(events(&outs).as_slice(), [(_, Event::Granted { .. })]), "{outs:?}");
     let unsub = only_command(&outs);
-    assert!(matches!(unsub.op, Op::Unsubscribe { .. }), "{unsub:?}");
+    assert!(matches!(unsub.op, Op::Redis(RedisOp::Unsubscribe { .. })), "{unsub:?}");
     let _ = t.release(T0, n.as_str(), OWNER, None).unwrap();
     let leave = only_command(&drain(&mut t));
     t.handle_reply(T0, leave.id, Reply::Redis(RedisValue::Int(1)));

@@ -870,7 +870,7 @@ impl World {
                     }
                     self.fire(fired);
                     let grants = matches!(r, Reply::Children(_))
-                        && matches!(&cmd.op, Op::GetChildren { path } if self.zk.holder_session(path) == Some(session));
+                        && matches!(&cmd.op, Op::ZooKeeper(ZkOp::GetChildren { path }) if self.zk.holder_session(path) == Some(session));
                     if grants && !drop_reply && self.sc.faults.partitions && self.rng.chance(100) {
                         // Cut just after the reply left the server.
                         self.push_input(c, Input::Reply(cmd.id, r), 0);
