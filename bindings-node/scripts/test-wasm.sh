@@ -8,7 +8,9 @@
 #     polylock/wasm (test/wasm/as-polylock.mjs), Redis only; the mixed test
 #     (native addon + wasm + Rust) runs in scripts/test.sh, which builds the addon;
 #   - test/wasm/: a lease running out server-side is told before the next
-#     grant; a key deleted behind the holder's back; no .node file anywhere.
+#     grant; a key deleted behind the holder's back; no .node file anywhere;
+#   - bindings-wasm/workerd/run.sh: the module in workerd (from npm), locking
+#     on the same Redis over cloudflare:sockets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${POLYLOCK_TEST_REDIS:-}" ]; then
@@ -24,3 +26,4 @@ done
 export POLYLOCK_NODE_ENTRY=polylock/wasm POLYLOCK_TEST_BACKENDS=redis
 node --import ./test/wasm/as-polylock.mjs --test --test-reporter=spec \
   test/conformance.test.mjs "${suite[@]}" test/wasm/*.test.mjs
+../bindings-wasm/workerd/run.sh
