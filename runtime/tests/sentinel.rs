@@ -207,6 +207,15 @@ async fn failover_during_a_held_lock(url: &str, how: Failover) {
     }
     let new = await_new_master(url, &old).await;
     eprintln!("{how:?}: the master moved from {old} to {new}");
+    // The waiter's subscription moved with it: its channel is live on the new master.
+    let pattern = format!("redisson_lock__channel:{{{name}}}:*");
+    let resubscribed = eventually(Duration::from_secs(10), || async {
+        let mut m = raw_redis(&format!("redis://{new}")).await;
+        let chans: Vec<String> = redis::cmd("PUBSUB").arg("CHANNELS").arg(&pattern).query_async(&mut m).await.unwrap();
+        chans.len() == 1
+    })
+    .await;
+    assert!(resubscribed, "{how:?}: the waiter's channel is not subscribed on the new master {new}");
     // A lease later: if the grant is still on the new master, only the
     // holder's renewals there can have kept it.
     tokio::time::sleep(lease + Duration::from_millis(500)).await;
