@@ -17,42 +17,12 @@ use support::*;
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The Sentinel URL, or `None` (the test says it is skipped).
-fn sentinel_url(test: &str) -> Option<String> {
-    let url = std::env::var("POLYLOCK_TEST_SENTINEL").ok();
+fn sentinel_or_skip(test: &str) -> Option<String> {
+    let url = support::sentinel_url();
     if url.is_none() {
         eprintln!("POLYLOCK_TEST_SENTINEL not set (scripts/services start --sentinel): skipping {test}");
     }
     url
-}
-
-/// host:port of each sentinel in the URL.
-fn sentinels(url: &str) -> Vec<String> {
-    let rest = url.split("://").nth(1).unwrap();
-    rest.split('/').next().unwrap().split(',').map(str::to_owned).collect()
-}
-
-fn master_name(url: &str) -> String {
-    url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned()
-}
-
-/// host:port of the master as the first answering sentinel names it.
-async fn master_addr(url: &str) -> String {
-    for s in sentinels(url) {
-        let Ok(Ok(mut c)) = tokio::time::timeout(
-            Duration::from_secs(2),
-            redis::Client::open(format!("redis://{s}")).unwrap().get_multiplexed_async_connection(),
-        )
-        .await
-        else {
-            continue;
-        };
-        let named: redis::RedisResult<Option<(String, u16)>> =
-            redis::cmd("SENTINEL").arg("GET-MASTER-ADDR-BY-NAME").arg(master_name(url)).query_async(&mut c).await;
-        if let Ok(Some((host, port))) = named {
-            return format!("{host}:{port}");
-        }
-    }
-    panic!("no sentinel of {url} names a master");
 }
 
 async fn master_conn(url: &str) -> redis::aio::MultiplexedConnection {
@@ -87,7 +57,7 @@ async fn await_replicas_in_sync(url: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_tasks_over_three_clients_keep_the_counter_exact() {
-    let Some(url) = sentinel_url("the counter test") else { return };
+    let Some(url) = sentinel_or_skip("the counter test") else { return };
     let _turn = SERIAL.lock().await;
     let name = unique("sentinel-counter");
     let clients = [client(&url).await, client(&url).await, client(&url).await];
@@ -115,7 +85,7 @@ async fn twenty_tasks_over_three_clients_keep_the_counter_exact() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reentrancy_try_and_cancel_as_on_one_server() {
-    let Some(url) = sentinel_url("the reentrancy test") else { return };
+    let Some(url) = sentinel_or_skip("the reentrancy test") else { return };
     let _turn = SERIAL.lock().await;
     let name = unique("sentinel-reentry");
     let c = client(&url).await;
@@ -143,7 +113,7 @@ async fn reentrancy_try_and_cancel_as_on_one_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_sentinel_or_an_unknown_master_is_a_connect_error_naming_the_addresses() {
-    let Some(url) = sentinel_url("the connect error test") else { return };
+    let Some(url) = sentinel_or_skip("the connect error test") else { return };
     let opts = ClientOptions { connect_timeout: Duration::from_secs(2), ..Default::default() };
     let started = Instant::now();
     match polylock::Client::connect_with("redis+sentinel://127.0.0.1:1,127.0.0.1:2/polylock", opts.clone()).await {
@@ -239,7 +209,7 @@ async fn failover_during_a_held_lock(url: &str, how: Failover) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failovers_during_a_held_lock_keep_one_holder_and_growing_tokens() {
-    let Some(url) = sentinel_url("the failover test") else { return };
+    let Some(url) = sentinel_or_skip("the failover test") else { return };
     let _turn = SERIAL.lock().await;
     await_replicas_in_sync(&url).await;
     failover_during_a_held_lock(&url, Failover::Ordered).await;
@@ -255,7 +225,7 @@ async fn failovers_during_a_held_lock_keep_one_holder_and_growing_tokens() {
 /// at its deadline and leaves nothing on the master. `replicas=2` is granted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_grant_fewer_replicas_acknowledge_than_asked_is_not_granted() {
-    let Some(url) = sentinel_url("the replica acknowledgement test") else { return };
+    let Some(url) = sentinel_or_skip("the replica acknowledgement test") else { return };
     let _turn = SERIAL.lock().await;
     await_replicas_in_sync(&url).await;
     let name = unique("sentinel-acks");
