@@ -103,6 +103,13 @@ impl Driver {
                     reason: "polylock/wasm speaks Redis only: use the native polylock package for ZooKeeper".into(),
                 }))
             }
+            Endpoint::Sentinel(_) => {
+                return Err(fail(Error::InvalidUrl {
+                    url: url::redact(url),
+                    reason: "polylock/wasm speaks to one Redis server: use the native polylock package for Sentinel"
+                        .into(),
+                }))
+            }
         };
         let mut config = LockConfig::new(Backend::Redis);
         if let Some(lease) = checked_lease("", ms_field(f, "leaseMs").map_err(fail)?).map_err(fail)? {
