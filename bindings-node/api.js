@@ -48,8 +48,9 @@ function build(native) {
   }
 
   /**
-   * Connects to a Redis server (`redis://`, `rediss://`) or a ZooKeeper
-   * ensemble (`zk://`, `zks://`).
+   * Connects to a Redis server (`redis://`, `rediss://`), a Redis master
+   * through Sentinel (`redis+sentinel://`, `rediss+sentinel://`) or a
+   * ZooKeeper ensemble (`zk://`, `zks://`).
    */
   async function connect(url, options) {
     checkString('url', url)
