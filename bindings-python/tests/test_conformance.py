@@ -40,6 +40,13 @@ is a DEL of the lock key (Redis) or the private
 ``client._debug_expire_session()`` (ZooKeeper; scenario clients connect
 with ``_debug_faults=True`` and a 2 s session). ``server_*`` read the
 servers directly (redis-py, kazoo).
+
+Backend ``sentinel``: every Redis scenario once more through the
+``redis+sentinel://`` URL of POLYLOCK_TEST_SENTINEL (``scripts/services
+start --sentinel``), with the same expected results; ``server_*`` and
+``expire_lease`` then look at the master the sentinels name. No scenario is
+left out there: the ``connect`` steps name their own URLs. When the variable
+is unset these cases are skipped, saying so.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import json
+import os
 import threading
 import time
 from collections.abc import Awaitable, Iterator
@@ -61,6 +69,8 @@ from kazoo.client import KazooClient
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "tests" / "conformance"
 STEP_LIMIT = 60.0  # seconds: a step that takes longer is a hang, not a wait
+SENTINEL = os.environ.get("POLYLOCK_TEST_SENTINEL")
+SENTINEL_UNSET = "POLYLOCK_TEST_SENTINEL is unset: run scripts/services start --sentinel"
 
 
 def _load() -> list[tuple[str, str, str]]:
@@ -74,6 +84,8 @@ def _load() -> list[tuple[str, str, str]]:
                 if mode == "threads" and starts:
                     continue
                 cases.append((f.stem, backend, mode))
+                if backend == "redis":
+                    cases.append((f.stem, "sentinel", mode))
     return cases
 
 
@@ -185,7 +197,7 @@ class Run:
     def __init__(self, sc: dict[str, Any], backend: str, mode: str, raw: Raw) -> None:
         self.sc, self.backend, self.mode, self.raw = sc, backend, mode, raw
         self.ctx = ""
-        self.url = url_of(backend)
+        self.url = SENTINEL if backend == "sentinel" else url_of(backend)
         self.name = unique(f"conformance-{sc['name']}")
         opts: dict[str, Any] = {"session_timeout": 2.0, "_debug_faults": True}
         if "lease_ms" in sc:
@@ -360,8 +372,8 @@ class Run:
             self.fail(f"{self.raw.waiters(self.backend, self.name)} waiters on the server")
 
     def op_expire_lease(self, step: dict[str, Any]) -> None:
-        if self.backend == "redis":
-            self.raw.redis.delete(self.name)
+        if self.backend != "zookeeper":
+            self.raw.redis_of(self.backend).delete(self.name)
         else:
             self.clients[step["client"]]._debug_expire_session()
 
@@ -418,31 +430,58 @@ class Raw:
         self.redis = redis.Redis.from_url(redis_url())
         self.zk = KazooClient(hosts=zk_url().removeprefix("zk://"))
         self.zk.start(timeout=10)
+        self.master = redis.Redis(*_master_addr(SENTINEL)) if SENTINEL else None
+
+    def redis_of(self, backend: str) -> redis.Redis:
+        """The server a Redis backend's locks live on: under Sentinel, the master."""
+        if backend == "sentinel":
+            assert self.master is not None, SENTINEL_UNSET
+            return self.master
+        return self.redis
 
     def _children(self, name: str) -> list[str]:
         path = name if name.startswith("/") else "/" + name
         return list(self.zk.get_children(path)) if self.zk.exists(path) else []
 
     def held(self, backend: str, name: str) -> bool:
-        if backend == "redis":
-            return bool(self.redis.exists(name))
+        if backend != "zookeeper":
+            return bool(self.redis_of(backend).exists(name))
         return bool(self._children(name))
 
     def waiters(self, backend: str, name: str) -> int:
-        if backend == "redis":
-            return int(self.redis.zcard(f"polylock_queue:{{{name}}}"))
+        if backend != "zookeeper":
+            return int(self.redis_of(backend).zcard(f"polylock_queue:{{{name}}}"))
         return max(len(self._children(name)) - 1, 0)
 
     def leftovers(self, backend: str, name: str) -> list[str]:
-        if backend == "redis":
+        if backend != "zookeeper":
             keys = [name, f"polylock_queue:{{{name}}}", f"polylock_queue_deadline:{{{name}}}"]
-            return [k for k in keys if self.redis.exists(k)]
+            return [k for k in keys if self.redis_of(backend).exists(k)]
         return self._children(name)
 
     def close(self) -> None:
         self.redis.close()
+        if self.master is not None:
+            self.master.close()
         self.zk.stop()
         self.zk.close()
+
+
+def _master_addr(url: str) -> tuple[str, int]:
+    """host and port of the master, as the first answering sentinel names it."""
+    rest = url.split("://", 1)[1]
+    hosts, master = rest.split("/", 1)
+    for hostport in hosts.rsplit("@", 1)[-1].split(","):
+        host, port = hostport.rsplit(":", 1)
+        try:
+            with redis.Redis(host, int(port), socket_timeout=2.0) as s:
+                ask = ("SENTINEL", "GET-MASTER-ADDR-BY-NAME", master.split("?")[0])
+                named = s.execute_command(*ask)
+        except redis.RedisError:
+            continue
+        if named:
+            return named[0].decode(), int(named[1])
+    raise AssertionError(f"no sentinel of {url} names a master")
 
 
 def _run_case(case: tuple[str, str, str], raw: Raw) -> None:
@@ -461,6 +500,7 @@ def conformance_runs(
         for item in request.session.items
         if getattr(item, "originalname", None) == "test_scenario" and hasattr(item, "callspec")
     ]
+    selected = [c for c in selected if SENTINEL or c[1] != "sentinel"]
     raw = Raw()
     pool = cf.ThreadPoolExecutor(max_workers=24, thread_name_prefix="scenario")
     runs = {case: pool.submit(_run_case, case, raw) for case in selected}
@@ -473,4 +513,6 @@ def conformance_runs(
 def test_scenario(
     case: tuple[str, str, str], conformance_runs: dict[tuple[str, str, str], cf.Future[None]]
 ) -> None:
+    if case[1] == "sentinel" and not SENTINEL:
+        pytest.skip(SENTINEL_UNSET)
     conformance_runs[case].result(timeout=300)
