@@ -28,6 +28,7 @@ import java.util.stream.Stream;
 
 import org.apache.zookeeper.ZooKeeper;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.TestFactory;
 import redis.clients.jedis.JedisPooled;
@@ -60,6 +61,13 @@ import redis.clients.jedis.JedisPooled;
  * step is skipped in this mode and reported. {@code async}: the owner's
  * thread calls {@code lockAsync()} and stays free; {@code await} waits for
  * the future, {@code cancel} cancels it.
+ *
+ * <p>Backend {@code sentinel}: every Redis scenario once more through the
+ * {@code redis+sentinel://} URL of POLYLOCK_TEST_SENTINEL ({@code
+ * scripts/services start --sentinel}), same expected results; the {@code
+ * server_*} and {@code expire_lease} steps look at the master the sentinels
+ * name. No scenario is left out there (the {@code connect} steps name their
+ * own URLs). Skipped, saying why, when the variable is unset.
  */
 class ConformanceTest {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -69,13 +77,20 @@ class ConformanceTest {
         t.setDaemon(true);
         return t;
     });
+    private static final String SENTINEL_UNSET =
+            "POLYLOCK_TEST_SENTINEL is unset: run scripts/services start --sentinel";
     private static JedisPooled redis;
+    /** The Sentinel set's master, when POLYLOCK_TEST_SENTINEL is set. */
+    private static JedisPooled master;
     private static ZooKeeper zk;
 
     @AfterAll
     static void closeInspectors() throws Exception {
         if (redis != null) {
             redis.close();
+        }
+        if (master != null) {
+            master.close();
         }
         if (zk != null) {
             zk.close();
@@ -86,6 +101,10 @@ class ConformanceTest {
     Stream<DynamicTest> everyScenarioOnEveryBackend() throws Exception {
         redis = new JedisPooled(java.net.URI.create(Servers.redisUrl()));
         zk = Servers.zooKeeper();
+        String sentinelUrl = Servers.sentinelUrl();
+        if (sentinelUrl != null) {
+            master = new JedisPooled(Servers.sentinelMaster(sentinelUrl));
+        }
         Path dir = Paths.get(System.getProperty("polylock.conformanceDir", "../tests/conformance"));
         List<Path> files;
         try (Stream<Path> s = Files.list(dir)) {
@@ -97,11 +116,24 @@ class ConformanceTest {
         for (Path f : files) {
             JsonNode sc = JSON.readTree(f.toFile());
             boolean background = sc.get("steps").findValuesAsText("op").contains("start_acquire");
+            List<String> backends = new ArrayList<>();
             for (JsonNode b : sc.get("backends")) {
-              for (String mode : background ? List.of("threads", "async") : List.of("threads")) {
                 String backend = b.asText().equals("any") ? "redis" : b.asText();
+                backends.add(backend);
+                if (backend.equals("redis")) {
+                    backends.add("sentinel");
+                }
+            }
+            for (String backend : backends) {
+              for (String mode : background ? List.of("threads", "async") : List.of("threads")) {
+                String title = sc.get("name").asText() + " on " + backend + (background ? " (" + mode + ")" : "");
+                if (backend.equals("sentinel") && sentinelUrl == null) {
+                    tests.add(DynamicTest.dynamicTest(title, () -> Assumptions.assumeTrue(false, SENTINEL_UNSET)));
+                    continue;
+                }
                 String url = switch (backend) {
                     case "redis" -> Servers.redisUrl();
+                    case "sentinel" -> sentinelUrl;
                     case "zookeeper" -> Servers.zkUrl();
                     default -> throw new IllegalArgumentException(f + ": unknown backend " + backend);
                 };
@@ -112,7 +144,6 @@ class ConformanceTest {
                         throw new java.util.concurrent.CompletionException(e);
                     }
                 }, RUNNERS);
-                String title = sc.get("name").asText() + " on " + backend + (background ? " (" + mode + ")" : "");
                 tests.add(DynamicTest.dynamicTest(title, () -> {
                     try {
                         run.get(3, TimeUnit.MINUTES);
@@ -153,6 +184,8 @@ class ConformanceTest {
         final String url;
         final String mode;
         final String name;
+        /** Where the server_* steps look at Redis: under Sentinel, the master. */
+        final JedisPooled inspector;
         final List<LockClient> clients = new ArrayList<>();
         final List<DistributedLock> locks = new ArrayList<>();
         /** onLost notices per client's lock (one lock per client and scenario). */
@@ -173,6 +206,7 @@ class ConformanceTest {
             this.backend = backend;
             this.url = url;
             this.name = Servers.unique(url, "conformance-" + scenario);
+            this.inspector = backend.equals("sentinel") ? master : redis;
         }
 
         void run() throws Exception {
@@ -365,8 +399,8 @@ class ConformanceTest {
                     }
                 }
                 case "expire_lease" -> {
-                    if (backend.equals("redis")) {
-                        redis.del(name);
+                    if (!backend.equals("zookeeper")) {
+                        inspector.del(name);
                     } else {
                         clients.get(c).debugExpireSessionForTests();
                     }
@@ -439,12 +473,12 @@ class ConformanceTest {
         }
 
         boolean serverHeld() {
-            return backend.equals("redis") ? redis.exists(name) : !zkChildren().isEmpty();
+            return backend.equals("zookeeper") ? !zkChildren().isEmpty() : inspector.exists(name);
         }
 
         long serverWaiters() {
-            return backend.equals("redis") ? redis.zcard("polylock_queue:{" + name + "}")
-                    : Math.max(0, zkChildren().size() - 1);
+            return backend.equals("zookeeper") ? Math.max(0, zkChildren().size() - 1)
+                    : inspector.zcard("polylock_queue:{" + name + "}");
         }
 
         String leftovers() {
@@ -453,7 +487,7 @@ class ConformanceTest {
             }
             List<String> left = new ArrayList<>();
             for (String k : List.of(name, "polylock_queue:{" + name + "}", "polylock_queue_deadline:{" + name + "}")) {
-                if (redis.exists(k)) {
+                if (inspector.exists(k)) {
                     left.add(k);
                 }
             }

@@ -12,7 +12,10 @@ import java.util.stream.Stream;
 import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.Watcher;
 import org.apache.zookeeper.ZooKeeper;
+import redis.clients.jedis.DefaultJedisClientConfig;
+import redis.clients.jedis.HostAndPort;
 import redis.clients.jedis.Jedis;
+import redis.clients.jedis.exceptions.JedisException;
 
 /**
  * The real servers the suite runs against (POLYLOCK_TEST_REDIS,
@@ -30,6 +33,31 @@ final class Servers {
 
     static String zkUrl() {
         return required("POLYLOCK_TEST_ZK");
+    }
+
+    /** The Sentinel set's redis+sentinel:// URL (scripts/services start --sentinel), or null when unset. */
+    static String sentinelUrl() {
+        String v = System.getenv("POLYLOCK_TEST_SENTINEL");
+        return v == null || v.isEmpty() ? null : v;
+    }
+
+    /** host:port of the master, as the first answering sentinel of a redis+sentinel:// URL names it. */
+    static HostAndPort sentinelMaster(String url) {
+        String rest = url.substring(url.indexOf("://") + 3);
+        String hosts = rest.substring(rest.lastIndexOf('@') + 1, rest.indexOf('/'));
+        String masterName = rest.substring(rest.indexOf('/') + 1).split("\\?")[0];
+        for (String s : hosts.split(",")) {
+            try (Jedis sentinel = new Jedis(HostAndPort.from(s),
+                    DefaultJedisClientConfig.builder().timeoutMillis(2000).build())) {
+                List<String> named = sentinel.sentinelGetMasterAddrByName(masterName);
+                if (named != null && named.size() == 2) {
+                    return new HostAndPort(named.get(0), Integer.parseInt(named.get(1)));
+                }
+            } catch (JedisException e) {
+                // this sentinel does not answer: ask the next
+            }
+        }
+        throw new IllegalStateException("no sentinel of " + url + " names a master");
     }
 
     /** Both backends, for parameterised tests. */
