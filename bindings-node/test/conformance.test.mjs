@@ -10,6 +10,14 @@
 //
 // POLYLOCK_NODE_ENTRY=polylock/wasm runs the same scenarios through the
 // WebAssembly package (Redis only: see NOT_IN_WASM for what it cannot express).
+//
+// Backend `sentinel`: every Redis scenario once more through the
+// redis+sentinel:// URL of POLYLOCK_TEST_SENTINEL (scripts/services start
+// --sentinel), same expected results; the server_* and expire_lease steps
+// look at the master the sentinels name. Every scenario with a `redis`
+// backend is repeated; the `any` ones are not (their only steps are connects
+// to URLs of their own, so a repeat would be the same run). Skipped, saying
+// why, when unset.
 import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { describe, it } from 'node:test'
@@ -24,6 +32,7 @@ const wasm = entry === 'polylock/wasm'
 const NOT_IN_WASM = {
   zookeeper: 'polylock/wasm speaks Redis only (see the README: no pure-JS ZooKeeper client on npm has what the core needs)',
   'unreachable-zookeeper': 'polylock/wasm refuses a zk:// URL as invalid_url before any connection is tried',
+  sentinel: 'polylock/wasm speaks to one Redis server and refuses redis+sentinel:// (bindings-wasm/src/driver.rs)',
 }
 
 const dir = new URL('../../tests/conformance/', import.meta.url)
@@ -31,7 +40,34 @@ const scenarios = readdirSync(dir)
   .filter((f) => f.endsWith('.json'))
   .sort()
   .map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')))
-const urls = { redis: process.env.POLYLOCK_TEST_REDIS, zookeeper: process.env.POLYLOCK_TEST_ZK }
+const urls = {
+  redis: process.env.POLYLOCK_TEST_REDIS,
+  zookeeper: process.env.POLYLOCK_TEST_ZK,
+  sentinel: process.env.POLYLOCK_TEST_SENTINEL,
+}
+const SENTINEL_UNSET = 'POLYLOCK_TEST_SENTINEL is unset: run scripts/services start --sentinel'
+
+/** redis:// URL of the master, as the first answering sentinel's INFO names it. */
+async function sentinelMaster(url) {
+  const [, rest] = url.split('://')
+  const [hosts, path] = rest.split('/')
+  const master = path.split('?')[0]
+  for (const host of hosts.split('@').pop().split(',')) {
+    let raw
+    try {
+      raw = await rawRedis(`redis://${host}`)
+      const info = await raw.command('INFO', 'sentinel')
+      const line = info.split('\r\n').find((l) => l.includes(`name=${master},`))
+      const address = line?.match(/address=([^,]+)/)?.[1]
+      if (address) return `redis://${address}`
+    } catch {
+      // this sentinel does not answer: ask the next
+    } finally {
+      raw?.close()
+    }
+  }
+  throw new Error(`no sentinel of ${url} names a master`)
+}
 
 function outcome(e, timeoutMs) {
   if (e instanceof LockTimeoutError) return timeoutMs === 0 ? 'would_block' : 'timeout'
@@ -121,6 +157,9 @@ class Owner {
 
 async function runScenario(sc, backend) {
   const url = urls[backend]
+  // Where the server_* steps look: under Sentinel the master, else the URL itself.
+  const direct = backend === 'sentinel' ? await sentinelMaster(url) : url
+  const redis = backend === 'redis' || backend === 'sentinel'
   const name = unique(`conf-${sc.name}`)
   const findings = []
   const clients = []
@@ -142,8 +181,8 @@ async function runScenario(sc, backend) {
     if (step.token_gt) assert.ok(token > tokens[step.token_gt], `token ${token} not > ${step.token_gt}`)
   }
   const serverWaiters = async () => {
-    if (backend === 'redis') {
-      const raw = await rawRedis(url)
+    if (redis) {
+      const raw = await rawRedis(direct)
       try {
         return await raw.command('ZCARD', `polylock_queue:{${name}}`)
       } finally {
@@ -153,8 +192,8 @@ async function runScenario(sc, backend) {
     return (await observer.status(name)).waiters ?? 0
   }
   const serverHeld = async () => {
-    if (backend === 'redis') {
-      const raw = await rawRedis(url)
+    if (redis) {
+      const raw = await rawRedis(direct)
       try {
         return (await raw.command('EXISTS', name)) === 1
       } finally {
@@ -233,7 +272,7 @@ async function runScenario(sc, backend) {
           break
         case 'server_clean': {
           const clean = await eventually(async () => {
-            if (backend === 'redis') return (await redisLeftovers(url, name)).length === 0
+            if (redis) return (await redisLeftovers(direct, name)).length === 0
             const s = await observer.status(name)
             return !s.held && (s.waiters ?? 0) === 0
           }, step.within_ms ?? 5000)
@@ -246,8 +285,8 @@ async function runScenario(sc, backend) {
           break
         }
         case 'expire_lease':
-          if (backend === 'redis') {
-            const raw = await rawRedis(url)
+          if (redis) {
+            const raw = await rawRedis(direct)
             await raw.command('DEL', name)
             raw.close()
           } else {
@@ -300,8 +339,9 @@ async function runScenario(sc, backend) {
 
 describe('conformance scenarios', { concurrency: true }, () => {
   for (const sc of scenarios) {
-    for (const backend of sc.backends) {
-      const skip = (wasm && (NOT_IN_WASM[backend] ?? NOT_IN_WASM[sc.name])) || false
+    for (const backend of sc.backends.includes('redis') ? [...sc.backends, 'sentinel'] : sc.backends) {
+      const unset = backend === 'sentinel' && !urls.sentinel && SENTINEL_UNSET
+      const skip = (wasm && (NOT_IN_WASM[backend] ?? NOT_IN_WASM[sc.name])) || unset || false
       it(`${sc.name} on ${backend}`, { timeout: 60_000, skip }, async (t) => {
         const findings = await runScenario(sc, backend)
         for (const f of findings) t.diagnostic(`finding: ${f}`)
