@@ -53,6 +53,7 @@ impl Client {
                 let target = backend::redis::RedisTarget { url, tls, ca, addr };
                 Box::new(backend::redis::connect(&target, &opts, reports).await?)
             }
+            Endpoint::RedisCluster(target) => Box::new(backend::redis_cluster::connect(&target, &opts, reports).await?),
             Endpoint::Zk { connect, auth, tls, ca, addr } => {
                 let target = backend::zk::ZkTarget { connect, auth, tls, ca, addr };
                 let (transport, session_timeout) = backend::zk::connect(target, &opts, reports).await?;

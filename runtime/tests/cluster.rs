@@ -1,0 +1,399 @@
+//! The Rust API on a real Redis Cluster of six nodes (three masters, three
+//! replicas): `eval "$(scripts/services start-cluster)"` exports
+//! POLYLOCK_TEST_CLUSTER. Without it these tests say so and pass.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use polylock::{Client, ClientOptions, Error, LockOptions, OwnerId};
+use polylock_core::keyslot::{brace_shaped_names, key_slot, tag_for_slot};
+use support::*;
+
+fn cluster_url() -> Option<String> {
+    let url = std::env::var("POLYLOCK_TEST_CLUSTER").ok();
+    if url.is_none() {
+        eprintln!("skipped: POLYLOCK_TEST_CLUSTER is unset (run `eval \"$(scripts/services start-cluster)\"`)");
+    }
+    url
+}
+
+/// The tests that count every key of the cluster hold this exclusively;
+/// the others share it, so nothing of theirs is counted.
+static KEYSPACE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// A short lease, so the fencing counters (which live as long as the last
+/// grant's lease) are gone soon after a test.
+const LEASE: Duration = Duration::from_secs(1);
+
+async fn cluster_client(url: &str) -> Client {
+    client_with(url, ClientOptions { lease: LEASE, ..Default::default() }).await
+}
+
+/// A master of the cluster, as `CLUSTER NODES` lists it.
+#[derive(Debug, Clone)]
+struct Master {
+    id: String,
+    /// `redis://host:port`
+    url: String,
+    host: String,
+    port: u16,
+    slots: Vec<(u16, u16)>,
+}
+
+impl Master {
+    fn owns(&self, slot: u16) -> bool {
+        self.slots.iter().any(|&(a, b)| (a..=b).contains(&slot))
+    }
+}
+
+/// The masters, read from the first seed node.
+async fn masters(url: &str) -> Vec<Master> {
+    let seed = url.split("://").nth(1).unwrap().split(',').next().unwrap();
+    let mut c = raw_redis(&format!("redis://{seed}")).await;
+    let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(&mut c).await.unwrap();
+    let mut out = Vec::new();
+    for line in nodes.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 8 || !f[2].split(',').any(|flag| flag == "master") || f[2].contains("fail") {
+            continue;
+        }
+        let addr = f[1].split('@').next().unwrap();
+        let (host, port) = addr.rsplit_once(':').unwrap();
+        let slots = f[8..]
+            .iter()
+            .filter(|s| !s.starts_with('['))
+            .map(|s| match s.split_once('-') {
+                Some((a, b)) => (a.parse().unwrap(), b.parse().unwrap()),
+                None => (s.parse().unwrap(), s.parse().unwrap()),
+            })
+            .collect();
+        out.push(Master {
+            id: f[0].into(),
+            url: format!("redis://{addr}"),
+            host: host.into(),
+            port: port.parse().unwrap(),
+            slots,
+        });
+    }
+    out
+}
+
+async fn raw_cluster(url: &str) -> redis::cluster_async::ClusterConnection {
+    let seeds: Vec<String> = url.split("://").nth(1).unwrap().split(',').map(|hp| format!("redis://{hp}")).collect();
+    redis::cluster::ClusterClient::new(seeds).unwrap().get_async_connection().await.unwrap()
+}
+
+async fn dbsize(node_url: &str) -> i64 {
+    let mut c = raw_redis(node_url).await;
+    redis::cmd("DBSIZE").query_async(&mut c).await.unwrap()
+}
+
+/// The lock key, the queue keys of a name without braces, on the cluster.
+async fn cluster_leftovers(url: &str, name: &str) -> Vec<String> {
+    let mut c = raw_cluster(url).await;
+    let mut left = Vec::new();
+    for key in [name.to_owned(), format!("polylock_queue:{{{name}}}"), format!("polylock_queue_deadline:{{{name}}}")] {
+        let n: i64 = redis::cmd("EXISTS").arg(&key).query_async(&mut c).await.unwrap();
+        if n > 0 {
+            left.push(key);
+        }
+    }
+    left
+}
+
+#[tokio::test]
+async fn no_node_answering_is_a_connect_error_naming_every_address() {
+    let opts = ClientOptions { connect_timeout: Duration::from_millis(500), ..Default::default() };
+    let started = std::time::Instant::now();
+    match Client::connect_with("redis+cluster://127.0.0.1:1,127.0.0.1:2", opts).await {
+        Err(Error::Connect { addr, .. }) => assert_eq!(addr, "127.0.0.1:1,127.0.0.1:2"),
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_tasks_over_three_clients_lose_no_update() {
+    let Some(url) = cluster_url() else { return };
+    let _shared = KEYSPACE.read().await;
+    let clients = [cluster_client(&url).await, cluster_client(&url).await, cluster_client(&url).await];
+    // One name per master, so each shard's routing is used.
+    let masters = masters(&url).await;
+    let names: Vec<String> = masters
+        .iter()
+        .map(|m| format!("/polylock-test/counter{{{}}}-{}", tag_for_slot(m.slots[0].0), std::process::id()))
+        .collect();
+    let counters: Arc<Vec<AtomicU64>> = Arc::new(names.iter().map(|_| AtomicU64::new(0)).collect());
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let locks: Vec<_> = names.iter().map(|n| clients[i % 3].lock(n).unwrap()).collect();
+        let counters = counters.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..5 {
+                for (k, lock) in locks.iter().enumerate() {
+                    let g = lock.acquire().await.unwrap();
+                    // A read-modify-write that loses updates unless excluded.
+                    let v = counters[k].load(Ordering::SeqCst);
+                    tokio::task::yield_now().await;
+                    tokio::time::sleep(Duration::from_micros(200)).await;
+                    counters[k].store(v + 1, Ordering::SeqCst);
+                    g.release().await.unwrap();
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    for (k, n) in names.iter().enumerate() {
+        assert_eq!(counters[k].load(Ordering::SeqCst), 100, "{n}: lost updates");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrancy_try_and_cancel_as_on_one_server() {
+    let Some(url) = cluster_url() else { return };
+    let _shared = KEYSPACE.read().await;
+    let name = unique("reentry");
+    let c = cluster_client(&url).await;
+    let other = cluster_client(&url).await;
+    let lock = c.lock(&name).unwrap();
+    let me = OwnerId(7);
+    let g1 = lock.acquire_as(me, None).await.unwrap();
+    let g2 = lock.acquire_as(me, None).await.unwrap();
+    assert_eq!(g1.fencing_token(), g2.fencing_token(), "re-entry is the same grant");
+    assert_eq!(lock.hold_count(me), 2);
+    g2.release().await.unwrap();
+    let theirs = other.lock(&name).unwrap();
+    assert!(theirs.try_acquire(Duration::ZERO).await.unwrap().is_none(), "still held after 1 of 2 releases");
+    let started = std::time::Instant::now();
+    assert!(theirs.try_acquire(Duration::from_millis(300)).await.unwrap().is_none());
+    assert!(started.elapsed() >= Duration::from_millis(300), "gave up early");
+    // Cancelled while queued: dropping the acquire future.
+    assert!(tokio::time::timeout(Duration::from_millis(200), theirs.acquire_as(OwnerId(9), None)).await.is_err());
+    match theirs.acquire_as(OwnerId(1), Some(Duration::ZERO)).await {
+        Err(Error::WouldBlock(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    let token = g1.fencing_token();
+    g1.release().await.unwrap();
+    let g = theirs.try_acquire(Duration::from_secs(5)).await.unwrap().expect("free after the last release");
+    assert!(g.fencing_token() > token, "token {} after {token}", g.fencing_token());
+    g.release().await.unwrap();
+    let clean = eventually(Duration::from_secs(3), || async { cluster_leftovers(&url, &name).await.is_empty() }).await;
+    assert!(clean, "left behind: {:?}", cluster_leftovers(&url, &name).await);
+}
+
+/// 10,000 names: every brace shape, plain names, and names aimed at 5,000
+/// slots spread evenly over the whole range, so every master serves a third.
+fn ten_thousand_names() -> Vec<String> {
+    let pid = std::process::id();
+    let mut names: Vec<String> = brace_shaped_names().into_iter().map(|n| format!("t{pid}-{n}")).collect();
+    let aimed = 5_000;
+    for i in 0..aimed {
+        let slot = (i * 16_384 / aimed) as u16;
+        names.push(format!("t{pid}/slot{{{}}}-{i}", tag_for_slot(slot)));
+    }
+    let mut i = 0;
+    while names.len() < 10_000 {
+        names.push(match i % 3 {
+            0 => format!("t{pid}/plain-{i}"),
+            1 => format!("t{pid}/close}}{i}"),
+            _ => format!("t{pid}/open{{{i}"),
+        });
+        i += 1;
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ten_thousand_names_over_every_slot_leave_nothing_behind() {
+    let Some(url) = cluster_url() else { return };
+    let _exclusive = KEYSPACE.write().await;
+    let masters = masters(&url).await;
+    let names = ten_thousand_names();
+    let slots: HashSet<u16> = names.iter().map(|n| key_slot(n)).collect();
+    assert!(slots.len() >= 5_000, "only {} slots", slots.len());
+    for m in &masters {
+        let served = names.iter().filter(|n| m.owns(key_slot(n))).count();
+        assert!(served > 2_000, "master {} serves only {served} names", m.url);
+    }
+    let clients = [cluster_client(&url).await, cluster_client(&url).await];
+    let opts = LockOptions { lease: Some(Duration::from_millis(200)) };
+    let failures = futures::stream::iter(names.iter().enumerate())
+        .map(|(i, name)| {
+            let lock = clients[i % 2].lock_with(name, opts.clone()).unwrap();
+            async move {
+                let g = lock.acquire().await.map_err(|e| format!("{name}: acquire: {e}"))?;
+                g.release().await.map_err(|e| format!("{name}: release: {e}"))
+            }
+        })
+        .buffer_unordered(64)
+        .filter_map(|r| async move { r.err() })
+        .collect::<Vec<_>>()
+        .await;
+    assert!(failures.is_empty(), "{} failed, first: {:?}", failures.len(), failures.first());
+    // The fencing counters expire with the last lease (200 ms); nothing else may stay.
+    let empty = eventually(Duration::from_secs(10), || {
+        let masters = masters.clone();
+        async move {
+            for m in &masters {
+                if dbsize(&m.url).await != 0 {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
+    let mut sizes = HashMap::new();
+    for m in &masters {
+        sizes.insert(m.url.clone(), dbsize(&m.url).await);
+    }
+    assert!(empty, "keys left per master: {sizes:?}");
+}
+
+/// Moves `slot` from `from` to `to` the way `redis-cli --cluster reshard`
+/// does, with `between` run after the key `first` (if any) has moved and
+/// before the rest do.
+async fn migrate_slot<F, Fut>(
+    masters: &[Master],
+    slot: u16,
+    from: &Master,
+    to: &Master,
+    first: Option<&str>,
+    between: F,
+) where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut src = raw_redis(&from.url).await;
+    let mut dst = raw_redis(&to.url).await;
+    let setslot = |state: &str, id: &str| {
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SETSLOT").arg(slot).arg(state).arg(id);
+        cmd
+    };
+    let () = setslot("IMPORTING", &from.id).query_async(&mut dst).await.unwrap();
+    let () = setslot("MIGRATING", &to.id).query_async(&mut src).await.unwrap();
+    let move_keys = |only: Option<String>| {
+        let mut src = src.clone();
+        async move {
+            let keys: Vec<String> =
+                redis::cmd("CLUSTER").arg("GETKEYSINSLOT").arg(slot).arg(1000).query_async(&mut src).await.unwrap();
+            let keys: Vec<String> = keys.into_iter().filter(|k| only.as_ref().is_none_or(|o| k == o)).collect();
+            if keys.is_empty() {
+                return 0;
+            }
+            let mut cmd = redis::cmd("MIGRATE");
+            cmd.arg(&to.host).arg(to.port).arg("").arg(0).arg(5000).arg("KEYS").arg(&keys);
+            let _: redis::Value = cmd.query_async(&mut src).await.unwrap();
+            keys.len()
+        }
+    };
+    if let Some(first) = first {
+        assert_eq!(move_keys(Some(first.to_owned())).await, 1, "{first} was not in slot {slot}");
+    }
+    between().await;
+    move_keys(None).await;
+    for m in masters {
+        let mut c = raw_redis(&m.url).await;
+        let () = setslot("NODE", &to.id).query_async(&mut c).await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slot_migrated_while_its_locks_are_held_and_awaited() {
+    let Some(url) = cluster_url() else { return };
+    let _exclusive = KEYSPACE.write().await;
+    let masters = masters(&url).await;
+    let pid = std::process::id();
+    // Two locks in one slot, each held by one client and awaited by two others.
+    let tag = format!("migrate-{pid}");
+    let names = [format!("/polylock-test/a{{{tag}}}"), format!("/polylock-test/b{{{tag}}}")];
+    let slot = key_slot(&names[0]);
+    let from = masters.iter().find(|m| m.owns(slot)).unwrap().clone();
+    let to = masters.iter().find(|m| m.id != from.id).unwrap().clone();
+    let clients = [cluster_client(&url).await, cluster_client(&url).await, cluster_client(&url).await];
+    let mut holders = Vec::new();
+    for name in &names {
+        holders.push(clients[0].lock(name).unwrap().acquire().await.unwrap());
+    }
+    let inside: Arc<Vec<AtomicBool>> = Arc::new(names.iter().map(|_| AtomicBool::new(false)).collect());
+    let mut waiters = Vec::new();
+    for (k, name) in names.iter().enumerate() {
+        for c in &clients[1..] {
+            let lock = c.lock(name).unwrap();
+            let inside = inside.clone();
+            waiters.push(tokio::spawn(async move {
+                let g = lock.try_acquire(Duration::from_secs(20)).await.unwrap().expect("granted after the migration");
+                assert!(!inside[k].swap(true, Ordering::SeqCst), "two holders at once");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                inside[k].store(false, Ordering::SeqCst);
+                let token = g.fencing_token();
+                g.release().await.unwrap();
+                token
+            }));
+        }
+    }
+    // Both waiters of each lock are queued before the slot moves.
+    let raw = raw_cluster(&url).await;
+    let queued = eventually(Duration::from_secs(5), || {
+        let mut raw = raw.clone();
+        let names = names.clone();
+        async move {
+            for n in &names {
+                let queue =
+                    format!("polylock_queue:{{{tag}}}:{n}", tag = n.split('{').nth(1).unwrap().trim_end_matches('}'));
+                let waiting: i64 = redis::cmd("ZCARD").arg(&queue).query_async(&mut raw).await.unwrap();
+                if waiting != 2 {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
+    assert!(queued, "the waiters did not queue");
+    let held_tokens: Vec<u64> = holders.iter().map(|g| g.fencing_token()).collect();
+    // The first lock's hash moves alone; its holder releases while the rest
+    // of its keys are still on the old master (TRYAGAIN until they follow),
+    // the second holder renews meanwhile.
+    let first_holder = holders.remove(0);
+    let released = tokio::spawn(async move { first_holder.release().await });
+    migrate_slot(&masters, slot, &from, &to, Some(&names[0]), || async {
+        tokio::time::sleep(LEASE / 2).await;
+    })
+    .await;
+    released.await.unwrap().unwrap();
+    let second = holders.remove(0);
+    assert!(second.lost_reason().is_none(), "the second holder lost its lock during the migration");
+    second.release().await.unwrap();
+    let mut tokens = Vec::new();
+    for w in waiters {
+        tokens.push(w.await.unwrap());
+    }
+    for (k, held) in held_tokens.iter().enumerate() {
+        for t in &tokens[k * 2..k * 2 + 2] {
+            assert!(t > held, "{}: token {t} after {held}", names[k]);
+        }
+    }
+    // Everything of these locks is on the new master, and then nothing is.
+    let dst = raw_redis(&to.url).await;
+    let gone = eventually(LEASE * 4, || {
+        let mut dst = dst.clone();
+        async move {
+            let n: i64 = redis::cmd("CLUSTER").arg("COUNTKEYSINSLOT").arg(slot).query_async(&mut dst).await.unwrap();
+            n == 0
+        }
+    })
+    .await;
+    assert!(gone, "keys left in slot {slot}");
+    // Give the (empty) slot back, so the cluster looks as it did.
+    migrate_slot(&masters, slot, &to, &from, None, || async {}).await;
+}
