@@ -301,7 +301,11 @@ async fn migrate_slot<F, Fut>(
     }
     between().await;
     move_keys(None).await;
-    for m in masters {
+    // The new owner first, then the old one, then the rest (as redis-cli
+    // does): the old owner never redirects to a node that does not yet
+    // claim the slot.
+    let others = masters.iter().filter(|m| m.id != to.id && m.id != from.id);
+    for m in [to, from].into_iter().chain(others) {
         let mut c = raw_redis(&m.url).await;
         let () = setslot("NODE", &to.id).query_async(&mut c).await.unwrap();
     }
@@ -396,4 +400,94 @@ async fn a_slot_migrated_while_its_locks_are_held_and_awaited() {
     assert!(gone, "keys left in slot {slot}");
     // Give the (empty) slot back, so the cluster looks as it did.
     migrate_slot(&masters, slot, &to, &from, None, || async {}).await;
+}
+
+/// After a slot refresh the redis crate restores each node's subscriptions
+/// with one multi-channel SUBSCRIBE that it reads one reply for, while the
+/// node confirms every channel: the extra confirmations answer whatever was
+/// sent next on that connection. Scripts must never be among them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replies_stay_with_their_requests_when_the_cluster_resubscribes() {
+    let Some(url) = cluster_url() else { return };
+    let _exclusive = KEYSPACE.write().await;
+    let masters = masters(&url).await;
+    let pid = std::process::id();
+    let node = masters[0].clone();
+    // Eight locks on one master, held by one client and awaited by another,
+    // so the waiter has several subscriptions on that master.
+    let names: Vec<String> =
+        (0..8).map(|i| format!("/polylock-test/resub{{{}}}-{pid}", tag_for_slot(node.slots[0].0 + i))).collect();
+    let holder = cluster_client(&url).await;
+    let waiter = cluster_client(&url).await;
+    let mut held = Vec::new();
+    for n in &names {
+        held.push(holder.lock(n).unwrap().acquire().await.unwrap());
+    }
+    let mut waits = Vec::new();
+    for n in &names {
+        let lock = waiter.lock(n).unwrap();
+        waits.push(tokio::spawn(async move { lock.try_acquire(Duration::from_secs(20)).await }));
+    }
+    let raw = raw_cluster(&url).await;
+    let queued = eventually(Duration::from_secs(5), || {
+        let mut raw = raw.clone();
+        let names = names.clone();
+        async move {
+            for n in &names {
+                let tag = n.split('{').nth(1).unwrap().split('}').next().unwrap();
+                let waiting: i64 = redis::cmd("ZCARD")
+                    .arg(format!("polylock_queue:{{{tag}}}:{n}"))
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+                if waiting != 1 {
+                    return false;
+                }
+            }
+            true
+        }
+    })
+    .await;
+    assert!(queued, "the waiters did not queue");
+    // Move an empty slot of another master, then make the waiter's client
+    // use it: MOVED, a slot refresh, every subscription restored; meanwhile
+    // requests go to the master with the subscriptions, and each must get
+    // its own reply. Three rounds, the slot moving back and forth.
+    let (a, b) = (masters[1].clone(), masters[2].clone());
+    let slot = a.slots[0].0;
+    let moved_name = format!("/polylock-test/moved{{{}}}-{pid}", tag_for_slot(slot));
+    for round in 0..3u16 {
+        let (from, to) = if round % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        migrate_slot(&masters, slot, from, to, None, || async {}).await;
+        let g = waiter.lock(&moved_name).unwrap().try_acquire(Duration::from_secs(5)).await.unwrap().expect("free");
+        g.release().await.unwrap();
+        // The refresh and the resubscription run in the background: keep
+        // 32 lanes of requests going for a second.
+        let until = tokio::time::Instant::now() + Duration::from_secs(1);
+        let lanes = (0..32u16).map(|lane| {
+            let n =
+                format!("/polylock-test/after{{{}}}-{pid}-{round}-{lane}", tag_for_slot(node.slots[0].0 + 10 + lane));
+            let lock = waiter.lock(&n).unwrap();
+            async move {
+                while tokio::time::Instant::now() < until {
+                    let g = lock
+                        .try_acquire(Duration::from_secs(5))
+                        .await
+                        .unwrap()
+                        .unwrap_or_else(|| panic!("{n} is free"));
+                    g.release().await.unwrap_or_else(|e| panic!("{n}: release: {e}"));
+                }
+            }
+        });
+        futures::future::join_all(lanes).await;
+    }
+    for g in held {
+        g.release().await.unwrap();
+    }
+    for w in waits {
+        let g = w.await.unwrap().unwrap().expect("granted once released");
+        g.release().await.unwrap();
+    }
+    // Three rounds left the slot on b: give it back.
+    migrate_slot(&masters, slot, &b, &a, None, || async {}).await;
 }

@@ -1,9 +1,19 @@
-//! Redis Cluster: one `redis` crate cluster connection (RESP3) carries the
-//! scripts and the subscriptions. The crate routes each `EVAL` by its first
-//! key to the master of that key's slot (every key of a lock is in the lock
-//! key's slot: core `backend/redis/keys.rs`), follows `MOVED` and `ASK`
-//! while a slot migrates, refreshes the slot map after a failover, and
-//! restores a node's subscriptions when it reconnects.
+//! Redis Cluster: two `redis` crate cluster connections, one for the
+//! scripts and one (RESP3) for the subscriptions, as on one server. The
+//! crate routes each `EVAL` by its first key to the master of that key's
+//! slot (every key of a lock is in the lock key's slot: core
+//! `backend/redis/keys.rs`), follows `MOVED` and `ASK` while a slot
+//! migrates, refreshes the slot map after a failover, and restores the
+//! subscriptions of a node that reconnects or of slots that moved.
+//!
+//! The scripts never share a connection with subscriptions: the crate (1.8)
+//! restores a node's subscriptions with one multi-channel `SUBSCRIBE` sent
+//! as a one-reply command, and the server confirms each channel, so the
+//! extra confirmations would be taken as the replies of the requests sent
+//! next on that node's connection: one lock's grant read as another's.
+//! On the pub/sub connection only subscription replies can be shifted,
+//! which at worst lets a waiter retry a little before its subscription is
+//! confirmed (it then wakes at its fallback timer).
 //!
 //! Release notifications use classic pub/sub (`PUBLISH`/`SUBSCRIBE`), which
 //! a cluster broadcasts to every node, so a waiter hears a release whichever
@@ -36,7 +46,8 @@ use crate::options::ClientOptions;
 use crate::url::{self, ClusterUrl};
 
 pub(crate) struct ClusterTransport {
-    conn: ClusterConnection,
+    commands: ClusterConnection,
+    pubsub: ClusterConnection,
     request_timeout: Duration,
     /// The channels subscribed: restored after an outage before `Connected`.
     channels: Arc<Mutex<HashSet<String>>>,
@@ -50,7 +61,7 @@ pub(crate) struct ClusterTransport {
 
 impl Drop for ClusterTransport {
     fn drop(&mut self) {
-        // It holds a clone of the connection, which would otherwise live on.
+        // It holds clones of the connections, which would otherwise live on.
         self.supervisor.abort();
     }
 }
@@ -77,10 +88,31 @@ pub(crate) async fn connect(target: &ClusterUrl, opts: &ClientOptions, reports: 
     if target.tls {
         install_rustls_provider();
     }
+    let commands = open(target, opts, builder(target, opts)?).await?;
     let (pushes, pushed) = tokio::sync::mpsc::unbounded_channel();
+    let pubsub_builder = builder(target, opts)?.use_protocol(redis::ProtocolVersion::RESP3).push_sender(pushes);
+    let pubsub = open(target, opts, pubsub_builder).await?;
+    let channels = Arc::new(Mutex::new(HashSet::new()));
+    let supervisor = tokio::spawn(supervise(
+        pushed,
+        reports,
+        commands.clone(),
+        pubsub.clone(),
+        channels.clone(),
+        opts.request_timeout,
+    ));
+    Ok(ClusterTransport {
+        commands,
+        pubsub,
+        request_timeout: opts.request_timeout,
+        channels,
+        replicas: target.replicas,
+        supervisor,
+    })
+}
+
+fn builder(target: &ClusterUrl, opts: &ClientOptions) -> Result<redis::cluster::ClusterClientBuilder> {
     let mut builder = redis::cluster::ClusterClientBuilder::new(target.nodes.clone())
-        .use_protocol(redis::ProtocolVersion::RESP3)
-        .push_sender(pushes)
         .connection_timeout(opts.connect_timeout)
         .response_timeout(opts.request_timeout)
         .retries(RETRIES)
@@ -91,22 +123,21 @@ pub(crate) async fn connect(target: &ClusterUrl, opts: &ClientOptions, reports: 
             std::fs::read(path).map_err(|e| connect_error(&target.addr, format!("cannot read CA {path}: {e}")))?;
         builder = builder.certs(redis::TlsCertificates { client_tls: None, root_cert: Some(pem) });
     }
+    Ok(builder)
+}
+
+async fn open(
+    target: &ClusterUrl,
+    opts: &ClientOptions,
+    builder: redis::cluster::ClusterClientBuilder,
+) -> Result<ClusterConnection> {
     let client = builder
         .build()
         .map_err(|e| Error::InvalidUrl { url: url::redact(&target.nodes.join(",")), reason: e.to_string() })?;
-    let conn = tokio::time::timeout(opts.connect_timeout, client.get_async_connection())
+    tokio::time::timeout(opts.connect_timeout, client.get_async_connection())
         .await
         .map_err(|_| connect_error(&target.addr, "timed out"))?
-        .map_err(|e| connect_error(&target.addr, e))?;
-    let channels = Arc::new(Mutex::new(HashSet::new()));
-    let supervisor = tokio::spawn(supervise(pushed, reports, conn.clone(), channels.clone(), opts.request_timeout));
-    Ok(ClusterTransport {
-        conn,
-        request_timeout: opts.request_timeout,
-        channels,
-        replicas: target.replicas,
-        supervisor,
-    })
+        .map_err(|e| connect_error(&target.addr, e))
 }
 
 impl Transport for ClusterTransport {
@@ -121,7 +152,7 @@ impl Transport for ClusterTransport {
             }
             RedisOp::Eval { .. } => {}
         }
-        start_op(&self.conn, &self.conn, self.request_timeout, op)
+        start_op(&self.commands, &self.pubsub, self.request_timeout, op)
     }
 }
 
@@ -131,7 +162,8 @@ impl Transport for ClusterTransport {
 async fn supervise(
     mut pushed: tokio::sync::mpsc::UnboundedReceiver<redis::PushInfo>,
     reports: Reports,
-    conn: ClusterConnection,
+    commands: ClusterConnection,
+    pubsub: ClusterConnection,
     channels: Arc<Mutex<HashSet<String>>>,
     timeout: Duration,
 ) {
@@ -147,7 +179,8 @@ async fn supervise(
                     },
                     redis::PushKind::Disconnection => {
                         let first = restoring.is_none();
-                        restoring = Some(Box::pin(restore(conn.clone(), channels.clone(), timeout)));
+                        restoring =
+                            Some(Box::pin(restore(commands.clone(), pubsub.clone(), channels.clone(), timeout)));
                         if !first {
                             continue;
                         }
@@ -171,27 +204,37 @@ async fn supervise(
 /// Returns once every master answers and every channel we hold is
 /// subscribed again (a channel whose node failed over is moved to the new
 /// owner by the crate; subscribing again confirms it), retrying with backoff.
-async fn restore(conn: ClusterConnection, channels: Arc<Mutex<HashSet<String>>>, timeout: Duration) {
+async fn restore(
+    commands: ClusterConnection,
+    pubsub: ClusterConnection,
+    channels: Arc<Mutex<HashSet<String>>>,
+    timeout: Duration,
+) {
     let mut delay = Duration::from_millis(20);
     loop {
         tokio::time::sleep(delay).await;
-        if restored(&conn, &channels, timeout).await {
+        if restored(&commands, &pubsub, &channels, timeout).await {
             return;
         }
         delay = (delay * 2).min(Duration::from_secs(1));
     }
 }
 
-async fn restored(conn: &ClusterConnection, channels: &Mutex<HashSet<String>>, timeout: Duration) -> bool {
+async fn restored(
+    commands: &ClusterConnection,
+    pubsub: &ClusterConnection,
+    channels: &Mutex<HashSet<String>>,
+    timeout: Duration,
+) -> bool {
     let every_master =
         RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, Some(ResponsePolicy::AllSucceeded)));
-    let pinged = tokio::time::timeout(timeout, conn.clone().route_command(redis::cmd("PING"), every_master)).await;
+    let pinged = tokio::time::timeout(timeout, commands.clone().route_command(redis::cmd("PING"), every_master)).await;
     if !matches!(pinged, Ok(Ok(_))) {
         return false;
     }
     let wanted: Vec<String> = channels.lock().unwrap().iter().cloned().collect();
     let subscribed = futures::future::join_all(
-        wanted.into_iter().map(|channel| tokio::time::timeout(timeout, conn.clone().subscribe_to(channel))),
+        wanted.into_iter().map(|channel| tokio::time::timeout(timeout, pubsub.clone().subscribe_to(channel))),
     )
     .await;
     subscribed.iter().all(|r| matches!(r, Ok(Ok(()))))
