@@ -229,8 +229,14 @@ async fn ten_thousand_names_over_every_slot_leave_nothing_behind() {
         .map(|(i, name)| {
             let lock = clients[i % 2].lock_with(name, opts.clone()).unwrap();
             async move {
-                let g = lock.acquire().await.map_err(|e| format!("{name}: acquire: {e}"))?;
-                g.release().await.map_err(|e| format!("{name}: release: {e}"))
+                let g = tokio::time::timeout(Duration::from_secs(10), lock.acquire())
+                    .await
+                    .map_err(|_| format!("{name} (slot {}): acquire hangs", key_slot(name)))?
+                    .map_err(|e| format!("{name}: acquire: {e}"))?;
+                tokio::time::timeout(Duration::from_secs(10), g.release())
+                    .await
+                    .map_err(|_| format!("{name} (slot {}): release hangs", key_slot(name)))?
+                    .map_err(|e| format!("{name}: release: {e}"))
             }
         })
         .buffer_unordered(64)
@@ -490,4 +496,62 @@ async fn replies_stay_with_their_requests_when_the_cluster_resubscribes() {
     }
     // Three rounds left the slot on b: give it back.
     migrate_slot(&masters, slot, &b, &a, None, || async {}).await;
+}
+
+/// `scripts/services` with this environment (the cluster's ports and state directory).
+fn services(args: &[&str]) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services");
+    let out = std::process::Command::new(script).args(args).output().unwrap();
+    assert!(out.status.success(), "services {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A master SIGKILLed while one of its locks is held and awaited: its
+/// replica takes over, the holder's renewals and release reach it, and the
+/// waiter (subscribed on the dead node) is subscribed again and granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiter_whose_master_fails_over_is_granted() {
+    let Some(url) = cluster_url() else { return };
+    let _exclusive = KEYSPACE.write().await;
+    let before = masters(&url).await;
+    // Not a seed node, so the clients can always reach the cluster.
+    let seeds: Vec<String> = url.split("://").nth(1).unwrap().split(',').map(str::to_owned).collect();
+    let victim = before.iter().find(|m| !seeds.contains(&format!("{}:{}", m.host, m.port))).unwrap().clone();
+    let name = format!("/polylock-test/failover{{{}}}-{}", tag_for_slot(victim.slots[0].0), std::process::id());
+    let opts = LockOptions { lease: Some(Duration::from_secs(10)) };
+    let holder = cluster_client(&url).await;
+    let waiter = cluster_client(&url).await;
+    let g = holder.lock_with(&name, opts.clone()).unwrap().acquire().await.unwrap();
+    let held = g.fencing_token();
+    let lock = waiter.lock_with(&name, opts).unwrap();
+    let waiting = tokio::spawn(async move { lock.try_acquire(Duration::from_secs(30)).await });
+    let raw = raw_cluster(&url).await;
+    let queue = format!("polylock_queue:{{{}}}:{name}", tag_for_slot(victim.slots[0].0));
+    let queued = eventually(Duration::from_secs(5), || {
+        let (mut raw, queue) = (raw.clone(), queue.clone());
+        async move { redis::cmd("ZCARD").arg(&queue).query_async::<i64>(&mut raw).await.unwrap() == 1 }
+    })
+    .await;
+    assert!(queued, "the waiter did not queue");
+    // Let the replica receive the grant and the queue entry, then kill the master.
+    let mut m = raw_redis(&victim.url).await;
+    let _: i64 = redis::cmd("WAIT").arg(1).arg(2000).query_async(&mut m).await.unwrap();
+    services(&["cluster-node-kill", &victim.port.to_string()]);
+    let promoted = eventually(Duration::from_secs(15), || {
+        let url = url.clone();
+        let victim = victim.clone();
+        async move { masters(&url).await.iter().any(|m| m.id != victim.id && m.owns(victim.slots[0].0)) }
+    })
+    .await;
+    assert!(promoted, "no replica took over");
+    assert!(g.lost_reason().is_none(), "the holder lost its lock across the failover");
+    let released = std::time::Instant::now();
+    g.release().await.unwrap();
+    let granted = waiting.await.unwrap().unwrap().expect("the waiter is granted after the failover");
+    assert!(granted.fencing_token() > held, "token {} after {held}", granted.fencing_token());
+    // Handed over on its channel: its fallback retry would come only a
+    // third of the lease (3.3 s) after its last try.
+    let woken = released.elapsed();
+    assert!(woken < Duration::from_secs(2), "woken {woken:?} after the release: not by its notification");
+    granted.release().await.unwrap();
+    services(&["cluster-node-start", &victim.port.to_string()]);
 }
