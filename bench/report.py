@@ -155,7 +155,7 @@ def main():
             for metric in ("uncontended", "handoff"):
                 p = find(lang, b, metric, polylock=True)
                 peers = [r for r in rows if r["lang"] == lang and r["backend"] == b and r["metric"] == metric
-                         and not r["polylock"] and not r["system"].startswith("naive")]
+                         and not r["polylock"] and not r["system"].startswith(("naive", "polylock"))]
                 if p and peers:
                     worst = max(p["p50"] / q["p50"] for q in peers)
                     targets.append((f"{lang}: faster than every {b} peer on {metric} p50", worst < 1.0,

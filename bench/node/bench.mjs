@@ -1,4 +1,5 @@
-// polylock beside redlock and redis-semaphore's Mutex, in one run, on the same
+// polylock (the native addon, and polylock/wasm: the core in WebAssembly over
+// ioredis) beside redlock and redis-semaphore's Mutex, in one run, on the same
 // Redis: uncontended acquire+release latency, cross-process handoff latency,
 // and the floor (an ioredis PING); and polylock's throughput: acquire+release
 // per second across 1,000 distinct locks from one client, 64 concurrent async

@@ -7,16 +7,19 @@ import Redlock from 'redlock'
 import { Mutex } from 'redis-semaphore'
 
 import { connect } from '../../bindings-node/index.mjs'
+import { connect as connectWasm } from '../../bindings-node/wasm.mjs'
 
 export const POLL_MS = 10
 const LEASE_MS = 30_000
 
-export const KINDS = ['polylock', 'redlock', 'redis-semaphore']
+export const KINDS = ['polylock', 'polylock-wasm', 'redlock', 'redis-semaphore']
 
 export async function open(kind, url) {
   switch (kind) {
-    case 'polylock': {
-      const client = await connect(url)
+    case 'polylock':
+    case 'polylock-wasm': {
+      // polylock-wasm: the same API over the core in WebAssembly and ioredis (polylock/wasm).
+      const client = await (kind === 'polylock' ? connect : connectWasm)(url)
       return {
         acquire: (key) => client.lock(key).acquire(),
         release: (guard) => guard.release(),

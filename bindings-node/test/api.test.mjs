@@ -10,7 +10,8 @@ import { backends, unique, serverIsClean } from './helpers.mjs'
 
 describe('module', () => {
   it('CommonJS and ESM give the same classes', () => {
-    const cjs = createRequire(import.meta.url)('polylock')
+    // POLYLOCK_NODE_ENTRY: the entry this run tests (polylock/wasm, see test/wasm/as-polylock.mjs).
+    const cjs = createRequire(import.meta.url)(process.env.POLYLOCK_NODE_ENTRY ?? 'polylock')
     assert.equal(cjs.connect, polylock.connect)
     assert.equal(cjs.LockTimeoutError, LockTimeoutError)
     assert.equal(polylock.default.Guard, polylock.Guard)

@@ -2,6 +2,7 @@
 import type { Client } from 'polylock'
 
 export function backends(): Array<[backend: 'redis' | 'zookeeper', url: string]>
+export function testsBackend(backend: 'redis' | 'zookeeper'): boolean
 export function unique(prefix: string): string
 export function eventually(check: () => boolean | Promise<boolean>, ms?: number): Promise<boolean>
 export function serverIsClean(client: Client, backend: string, url: string, name: string): Promise<boolean>

@@ -11,12 +11,22 @@ function requireEnv(name) {
   return v
 }
 
-/** [backend, url] for every backend the suite runs against. */
+/** [backend, url] for every backend the suite runs against (see testsBackend). */
 export function backends() {
-  return [
-    ['redis', requireEnv('POLYLOCK_TEST_REDIS')],
-    ['zookeeper', requireEnv('POLYLOCK_TEST_ZK')],
+  const all = [
+    ['redis', () => requireEnv('POLYLOCK_TEST_REDIS')],
+    ['zookeeper', () => requireEnv('POLYLOCK_TEST_ZK')],
   ]
+  return all.filter(([b]) => testsBackend(b)).map(([b, url]) => [b, url()])
+}
+
+/**
+ * Whether this run covers `backend`: all of them, unless POLYLOCK_TEST_BACKENDS
+ * names some (`redis` for polylock/wasm, which speaks Redis only).
+ */
+export function testsBackend(backend) {
+  const only = process.env.POLYLOCK_TEST_BACKENDS?.split(',')
+  return !only || only.includes(backend)
 }
 
 let counter = 0

@@ -43,6 +43,13 @@ pub struct LockConfig {
     /// First delay before retrying a request that got no answer; doubles up to `max_backoff`.
     pub min_backoff: Duration,
     pub max_backoff: Duration,
+    /// Redis: how many replicas must acknowledge (`WAIT`) each grant and
+    /// renewal before it counts; 0: none asked (a lone server). The driver
+    /// sets it (`replicas=K`, Sentinel: 1 when the master has replicas).
+    pub replicas: u32,
+    /// Redis: how long one `WAIT` for `replicas` may block (Redisson's
+    /// `slavesSyncTimeout`, 1 s).
+    pub replica_timeout: Duration,
 }
 
 impl LockConfig {
@@ -55,6 +62,8 @@ impl LockConfig {
             session_timeout: Duration::from_secs(10),
             min_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(2),
+            replicas: 0,
+            replica_timeout: Duration::from_secs(1),
         }
     }
 

@@ -32,6 +32,12 @@ pub enum RedisOp {
     /// `NOSCRIPT` fallback, which would resend it after later commands).
     /// Reply: [`Reply::Redis`].
     Eval { script: &'static Script, keys: Vec<String>, args: Vec<String> },
+    /// Redis: [`RedisOp::Eval`], then `WAIT replicas timeout_ms` on the same
+    /// connection, pipelined (one round trip): returns once `replicas`
+    /// replicas acknowledged the script's writes, or the timeout passed.
+    /// Reply: [`Reply::Redis`] with `[script result, replicas that
+    /// acknowledged]`; an error of either is the reply.
+    EvalAcked { script: &'static Script, keys: Vec<String>, args: Vec<String>, replicas: u32, timeout_ms: u64 },
     /// Redis: subscribe the client's pub/sub connection to `channel`.
     /// Reply: [`Reply::Done`] once the subscription is confirmed; then
     /// [`Notification::Message`] for each message. The driver resubscribes

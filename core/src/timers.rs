@@ -40,6 +40,13 @@ impl Timers {
     pub(crate) fn next(&self) -> Option<Instant> {
         self.0.iter().flatten().min().copied()
     }
+    /// Arms the retry timer after the backoff's next delay (both backends
+    /// retry an unanswered request this way).
+    pub(crate) fn retry_with_backoff(&mut self, backoff: &mut Backoff, cfg: &crate::LockConfig, now: Instant) {
+        let d = backoff.next_delay(cfg.min_backoff, cfg.max_backoff);
+        self.set(Timer::Retry, now.saturating_add(d));
+    }
+
     /// Disarms and returns the timers due at `now`, earliest first.
     pub(crate) fn take_due(&mut self, now: Instant) -> Vec<Timer> {
         let mut due: Vec<(Instant, Timer)> = Vec::new();

@@ -26,6 +26,8 @@ fn scenario(backend: Backend, seed: u64) -> Scenario {
     sc.clients = rng.range(2, 6) as usize;
     sc.cycles = rng.range(1, 4) as usize;
     sc.faults.max_delay_ms = rng.range(0, 20);
+    // A quarter of the runs ask one replica to acknowledge every grant and renewal.
+    sc.replicas = u32::from(rng.range(0, 4) == 0);
     sc
 }
 

@@ -53,7 +53,22 @@ impl Client {
                 let target = backend::redis::RedisTarget { url, tls, ca, addr };
                 Box::new(backend::redis::connect(&target, &opts, reports).await?)
             }
-            Endpoint::RedisCluster(target) => Box::new(backend::redis_cluster::connect(&target, &opts, reports).await?),
+            Endpoint::Sentinel(endpoint) => {
+                let asked = endpoint.replicas;
+                let transport = backend::redis_sentinel::connect(endpoint, &opts, reports).await?;
+                // Redisson's checkLockSyncedSlaves default: one replica when there are any.
+                config.replicas = asked.unwrap_or(u32::from(transport.replicas_at_connect() > 0));
+                config.replica_timeout = config.replica_timeout.min(opts.request_timeout / 2);
+                Box::new(transport)
+            }
+            Endpoint::RedisCluster(target) => {
+                let transport = backend::redis_cluster::connect(&target, &opts, reports).await?;
+                // As on Sentinel: each grant waits for `replicas=K` replicas of its
+                // key's master (default 0 on a cluster), within half a request.
+                config.replicas = target.replicas;
+                config.replica_timeout = config.replica_timeout.min(opts.request_timeout / 2);
+                Box::new(transport)
+            }
             Endpoint::Zk { connect, auth, tls, ca, addr } => {
                 let target = backend::zk::ZkTarget { connect, auth, tls, ca, addr };
                 let (transport, session_timeout) = backend::zk::connect(target, &opts, reports).await?;

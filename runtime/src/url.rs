@@ -4,6 +4,9 @@
 //!   (`#insecure` is not accepted; use `?ca=/path/ca.pem` for a private CA);
 //! - `zk://[user:pass@]host1:2181[,host2:2181...][/chroot]` (digest auth from
 //!   the user info), `zks://...` for TLS with `?ca=/path/ca.pem`;
+//! - `redis+sentinel://[user:pass@]h1:26379[,h2:26379...]/<master name>`
+//!   `[?db=N&sentinel_user=..&sentinel_password=..&replicas=K]`, and
+//!   `rediss+sentinel://...` (TLS to sentinels and data nodes, `ca=` as above);
 //! - `redis+cluster://[user:pass@]host1:port1[,host2:port2...][?replicas=K]`,
 //!   `rediss+cluster://...` for TLS (with `ca=`): the seed nodes of a Redis
 //!   Cluster, from which the rest of it is discovered.
@@ -28,6 +31,7 @@ pub(crate) enum Endpoint {
         ca: Option<String>,
         addr: String,
     },
+    Sentinel(SentinelEndpoint),
     RedisCluster(ClusterUrl),
 }
 
@@ -45,12 +49,56 @@ pub(crate) struct ClusterUrl {
     pub(crate) addr: String,
 }
 
+/// A Redis master found through its sentinels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SentinelEndpoint {
+    /// host:port of each sentinel, in the URL's order.
+    pub(crate) sentinels: Vec<String>,
+    /// The name the sentinels monitor the master under.
+    pub(crate) master: String,
+    pub(crate) tls: bool,
+    pub(crate) ca: Option<String>,
+    /// `user:pass` (or `user`) for the data nodes, as written in the URL.
+    pub(crate) userinfo: Option<String>,
+    pub(crate) db: Option<u16>,
+    /// `user:pass` (or `:pass`) for the sentinels, URL-encoded as written.
+    pub(crate) sentinel_userinfo: Option<String>,
+    /// `replicas=K`: how many replicas must acknowledge each grant.
+    pub(crate) replicas: Option<u32>,
+}
+
+impl SentinelEndpoint {
+    fn scheme(&self) -> &'static str {
+        if self.tls {
+            "rediss"
+        } else {
+            "redis"
+        }
+    }
+
+    /// The URL of the sentinel at `addr`, as the `redis` crate takes it.
+    pub(crate) fn sentinel_url(&self, addr: &str) -> String {
+        match &self.sentinel_userinfo {
+            Some(u) => format!("{}://{u}@{addr}", self.scheme()),
+            None => format!("{}://{addr}", self.scheme()),
+        }
+    }
+
+    /// The URL of the data node at `host`:`port` (as a sentinel names it).
+    pub(crate) fn data_url(&self, host: &str, port: u16) -> String {
+        let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() };
+        let auth = self.userinfo.as_ref().map(|u| format!("{u}@")).unwrap_or_default();
+        format!("{}://{auth}{host}:{port}/{}", self.scheme(), self.db.unwrap_or(0))
+    }
+}
+
 fn bad(url: &str, reason: impl Into<String>) -> Error {
     Error::InvalidUrl { url: redact(url), reason: reason.into() }
 }
 
 /// The URL with any password replaced, for messages.
 pub(crate) fn redact(url: &str) -> String {
+    let url = &redact_query_password(url);
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => {
             let userinfo = &url[s + 3..at];
@@ -63,11 +111,29 @@ pub(crate) fn redact(url: &str) -> String {
     }
 }
 
+/// `sentinel_password=...` in the query, replaced.
+fn redact_query_password(url: &str) -> String {
+    let Some((head, query)) = url.split_once('?') else { return url.to_owned() };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some(("sentinel_password", _)) => "sentinel_password=***".to_owned(),
+            _ => p.to_owned(),
+        })
+        .collect();
+    format!("{head}?{}", pairs.join("&"))
+}
+
 pub(crate) fn parse(url: &str) -> Result<Endpoint> {
     let url = url.trim();
     let Some((scheme, rest)) = url.split_once("://") else {
         return Err(bad(url, "expected redis://, rediss://, zk:// or zks://"));
     };
+    match scheme {
+        "redis+sentinel" => return parse_sentinel(url, false, rest).map(Endpoint::Sentinel),
+        "rediss+sentinel" => return parse_sentinel(url, true, rest).map(Endpoint::Sentinel),
+        _ => {}
+    }
     if let Some(base) = scheme.strip_suffix("+cluster") {
         return parse_cluster(url, base, rest);
     }
@@ -145,8 +211,93 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint> {
             let chroot = path.filter(|p| *p != "/").unwrap_or("");
             Ok(Endpoint::Zk { connect: format!("{}{chroot}", out.join(",")), auth, tls, ca, addr: hosts.to_owned() })
         }
-        other => Err(bad(url, format!("unknown scheme {other:?}; expected redis, rediss, zk or zks"))),
+        other => Err(bad(
+            url,
+            format!("unknown scheme {other:?}; expected redis, rediss, redis+sentinel, rediss+sentinel, zk or zks"),
+        )),
     }
+}
+
+/// `rest`: what follows `redis+sentinel://` (or `rediss+sentinel://`, `tls`).
+fn parse_sentinel(url: &str, tls: bool, rest: &str) -> Result<SentinelEndpoint> {
+    if rest.contains("://") {
+        return Err(bad(url, "mixed schemes: a Sentinel URL lists host:port pairs after one scheme"));
+    }
+    let (rest, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, Some(q)),
+        None => (rest, None),
+    };
+    if rest.contains('#') || query.is_some_and(|q| q.contains('#')) {
+        return Err(bad(url, "URL fragments are not supported"));
+    }
+    let (userinfo, hostpart) = match rest.rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    let (hosts, master) = match hostpart.split_once('/') {
+        Some((h, m)) => (h, m),
+        None => (hostpart, ""),
+    };
+    if hosts.is_empty() {
+        return Err(bad(url, "missing host"));
+    }
+    if master.is_empty() {
+        return Err(bad(url, "missing master name: redis+sentinel://host:port[,host:port...]/<master name>"));
+    }
+    if master.contains('/') || master.chars().any(char::is_whitespace) {
+        return Err(bad(url, format!("master name {master:?} is malformed")));
+    }
+    let mut sentinels = Vec::new();
+    for h in hosts.split(',') {
+        if h.is_empty() {
+            return Err(bad(url, "empty host in the host list"));
+        }
+        sentinels.push(check_host_port(url, h, 26379)?);
+    }
+    let mut ep = SentinelEndpoint {
+        sentinels,
+        master: master.to_owned(),
+        tls,
+        ca: None,
+        userinfo: userinfo.filter(|u| !u.is_empty()).map(str::to_owned),
+        db: None,
+        sentinel_userinfo: None,
+        replicas: None,
+    };
+    let (mut s_user, mut s_pass) = (None, None);
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("ca", v)) if !v.is_empty() => ep.ca = Some(v.to_owned()),
+            Some(("db", v)) => {
+                ep.db = Some(v.parse().map_err(|_| bad(url, format!("database {v:?} is not a number")))?);
+            }
+            Some(("sentinel_user", v)) if !v.is_empty() => s_user = Some(v),
+            Some(("sentinel_password", v)) if !v.is_empty() => s_pass = Some(v),
+            Some(("replicas", v)) => {
+                let k = v.parse::<u32>().map_err(|_| bad(url, format!("replicas {v:?} is not a count")))?;
+                ep.replicas = Some(k);
+            }
+            _ => {
+                return Err(bad(
+                    url,
+                    format!(
+                        "unknown query parameter {pair:?} (accepted: db, sentinel_user, sentinel_password, \
+                         replicas, ca)"
+                    ),
+                ))
+            }
+        }
+    }
+    ep.sentinel_userinfo = match (s_user, s_pass) {
+        (Some(u), Some(p)) => Some(format!("{u}:{p}")),
+        (None, Some(p)) => Some(format!(":{p}")),
+        (Some(u), None) => Some(u.to_owned()),
+        (None, None) => None,
+    };
+    if ep.ca.is_some() && !tls {
+        return Err(bad(url, "ca= needs rediss+sentinel://"));
+    }
+    Ok(ep)
 }
 
 /// The replicas a `replicas=K` may ask for: more than any cluster has.
@@ -289,6 +440,61 @@ mod tests {
                 other => panic!("{u}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn parses_sentinel_urls() {
+        match parse("redis+sentinel://u:p@a:26379,b:26380/mymaster?db=2&sentinel_password=sp&replicas=1").unwrap() {
+            Endpoint::Sentinel(ep) => {
+                assert_eq!(ep.sentinels, ["a:26379", "b:26380"]);
+                assert_eq!((ep.master.as_str(), ep.db, ep.replicas, ep.tls), ("mymaster", Some(2), Some(1), false));
+                assert_eq!(ep.sentinel_url("a:26379"), "redis://:sp@a:26379");
+                assert_eq!(ep.data_url("10.0.0.1", 6379), "redis://u:p@10.0.0.1:6379/2");
+                assert_eq!(ep.data_url("::1", 6379), "redis://u:p@[::1]:6379/2");
+            }
+            e => panic!("{e:?}"),
+        }
+        match parse("rediss+sentinel://h/m?ca=/tmp/ca.pem&sentinel_user=su&sentinel_password=sp").unwrap() {
+            Endpoint::Sentinel(ep) => {
+                assert_eq!(ep.sentinels, ["h:26379"]);
+                assert_eq!((ep.tls, ep.ca.as_deref(), ep.replicas), (true, Some("/tmp/ca.pem"), None));
+                assert_eq!(ep.sentinel_url("h:26379"), "rediss://su:sp@h:26379");
+                assert_eq!(ep.data_url("h", 1), "rediss://h:1/0");
+            }
+            e => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn malformed_sentinel_urls_say_what_is_wrong() {
+        for (u, why) in [
+            ("redis+sentinel://a:1,b:2", "missing master name"),
+            ("redis+sentinel://a:1,b:2/", "missing master name"),
+            ("redis+sentinel:///m", "missing host"),
+            ("redis+sentinel://a:1,redis://b:2/m", "mixed schemes"),
+            ("redis+sentinel://a:1,rediss+sentinel://b:2/m", "mixed schemes"),
+            ("redis+sentinel://a:70000/m", "not a number from 1 to 65535"),
+            ("redis+sentinel://a:1,b:x/m", "not a number from 1 to 65535"),
+            ("redis+sentinel://a:0/m", "port 0"),
+            ("redis+sentinel://a:1,,b:2/m", "empty host"),
+            ("redis+sentinel://a:1/m/x", "master name"),
+            ("redis+sentinel://a:1/m?db=x", "database"),
+            ("redis+sentinel://a:1/m?replicas=-1", "replicas"),
+            ("redis+sentinel://a:1/m?timeout=1", "unknown query"),
+            ("redis+sentinel://a:1/m?ca=/x.pem", "ca= needs rediss+sentinel"),
+            ("redis+sentinl://a:1/m", "redis+sentinel"),
+        ] {
+            match parse(u) {
+                Err(Error::InvalidUrl { reason, .. }) => assert!(reason.contains(why), "{u}: {reason}"),
+                other => panic!("{u}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn sentinel_passwords_are_redacted() {
+        let e = parse("redis+sentinel://u:secret@a:x/m?sentinel_password=hidden").unwrap_err();
+        assert!(!e.to_string().contains("secret") && !e.to_string().contains("hidden"), "{e}");
     }
 
     #[test]

@@ -28,6 +28,7 @@ fn outcome(r: &Result<u64, Error>) -> &'static str {
 
 struct Run {
     backend: &'static str,
+    /// The server itself, to look at it (under Sentinel: the master).
     url: String,
     name: String,
     clients: Vec<Client>,
@@ -80,7 +81,9 @@ impl Run {
     }
 }
 
-async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
+/// `raw`: where the test looks at the server directly (`url` itself, or
+/// under Sentinel the master's `redis://` URL).
+async fn run_scenario(sc: &Value, backend: &'static str, url: String, raw: String) {
     let scenario = sc["name"].as_str().unwrap();
     let mut opts = ClientOptions { session_timeout: Duration::from_secs(2), debug_faults: true, ..Default::default() };
     if let Some(ms) = sc["lease_ms"].as_u64() {
@@ -92,7 +95,7 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
     }
     let mut run = Run {
         backend,
-        url: url.clone(),
+        url: raw.clone(),
         name: unique(&format!("conformance-{scenario}")),
         clients,
         tokens: HashMap::new(),
@@ -175,7 +178,7 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
             }
             "expire_lease" => match backend {
                 "redis" => {
-                    let mut raw = raw_redis(&url).await;
+                    let mut raw = raw_redis(&raw).await;
                     let _: i64 = redis::cmd("DEL").arg(&run.name).query_async(&mut raw).await.unwrap();
                 }
                 _ => run.clients[c].debug_expire_session().await.unwrap(),
@@ -228,6 +231,11 @@ async fn every_scenario_on_every_backend() {
         .collect();
     files.sort();
     assert!(files.len() >= 20, "expected at least 20 scenarios, found {}", files.len());
+    // Under Sentinel too, when the set runs: every Redis scenario once more.
+    let sentinel = match sentinel_url() {
+        Some(url) => Some((format!("redis://{}", master_addr(&url).await), url)),
+        None => None,
+    };
     let mut runs = Vec::new();
     for f in &files {
         let sc: Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
@@ -237,8 +245,12 @@ async fn every_scenario_on_every_backend() {
                 "zookeeper" => ("zookeeper", zk_url()),
                 other => panic!("unknown backend {other}"),
             };
+            if let (Some((master, sentinel)), "redis") = (&sentinel, backend) {
+                let (sc, master, sentinel) = (sc.clone(), master.clone(), sentinel.clone());
+                runs.push(tokio::spawn(async move { run_scenario(&sc, backend, sentinel, master).await }));
+            }
             let sc = sc.clone();
-            runs.push(tokio::spawn(async move { run_scenario(&sc, backend, url).await }));
+            runs.push(tokio::spawn(async move { run_scenario(&sc, backend, url.clone(), url).await }));
         }
     }
     let n = runs.len();

@@ -29,7 +29,9 @@ def connect(
     _debug_faults: bool = False,
 ) -> Client:
     """Connects to ``redis://[user:pass@]host:port[/db]``, ``rediss://...?ca=PATH``,
-    ``zk://[user:pass@]h1:2181,h2:2181[/chroot]`` or ``zks://...?ca=PATH``.
+    ``redis+sentinel://[user:pass@]h1:26379,h2:26379/MASTER[?replicas=K]`` (or
+    ``rediss+sentinel://``), ``zk://[user:pass@]h1:2181,h2:2181[/chroot]`` or
+    ``zks://...?ca=PATH``.
     Times in seconds: ``connect_timeout`` bounds the connect,
     ``request_timeout`` one Redis command, ``session_timeout`` is the
     ZooKeeper session, ``lease`` the default Redis lease (renewed every third

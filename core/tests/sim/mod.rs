@@ -111,6 +111,10 @@ pub struct Scenario {
     /// (half of them starting with each), so two names share every client's
     /// table under the same faults. The oracles hold per name.
     pub two_names: bool,
+    /// Redis: replica acknowledgements every grant and renewal asks for
+    /// ([`LockConfig::replicas`]); the simulated server gives them all,
+    /// except when it refuses (`refuse_per_mille`): then none.
+    pub replicas: u32,
     pub time_cap_ms: u64,
     pub step_cap: u64,
 }
@@ -130,6 +134,7 @@ impl Scenario {
             cancel_per_mille: 0,
             faults: Faults { max_delay_ms: 5, ..Faults::default() },
             two_names: false,
+            replicas: 0,
             time_cap_ms: 600_000,
             step_cap: 400_000,
         }
@@ -281,6 +286,7 @@ impl World {
         cfg.session_timeout = Duration::from_millis(sc.session_ms);
         cfg.min_backoff = Duration::from_millis(20);
         cfg.max_backoff = Duration::from_millis(200);
+        cfg.replicas = sc.replicas;
         let mut clients = Vec::new();
         let mut fields = Vec::new();
         for i in 0..sc.clients {
@@ -838,6 +844,22 @@ impl World {
                         self.publish(&ch, &payload);
                     }
                     fx.reply
+                }
+                // The script, then WAIT: every replica asked for acknowledges,
+                // or (as often as the server refuses) none does.
+                Op::Redis(RedisOp::EvalAcked { script, keys, args, replicas, .. }) => {
+                    let fx = self.redis.eval(self.now, script.name, keys, args);
+                    for (ch, payload) in fx.publish {
+                        self.publish(&ch, &payload);
+                    }
+                    let acks = if self.rng.chance(self.sc.faults.refuse_per_mille) { 0 } else { *replicas };
+                    match fx.reply {
+                        Reply::Redis(v) => Reply::Redis(polylock_core::RedisValue::Array(vec![
+                            v,
+                            polylock_core::RedisValue::Int(i64::from(acks)),
+                        ])),
+                        other => other,
+                    }
                 }
                 Op::Redis(RedisOp::Subscribe { channel }) => {
                     let subs = self.redis.subs.entry(channel.clone()).or_default();

@@ -31,7 +31,7 @@ pub(crate) fn connect_error(addr: &str, reason: impl std::fmt::Display) -> Error
     Error::Connect { addr: addr.to_owned(), reason: reason.to_string() }
 }
 
-fn redis_client(url: &str, target: &RedisTarget) -> Result<redis::Client> {
+pub(crate) fn redis_client(url: &str, target: &RedisTarget) -> Result<redis::Client> {
     let made = match (target.tls, &target.ca) {
         (true, Some(path)) => {
             let pem =
@@ -197,6 +197,21 @@ pub(crate) fn start_op<C: OpConnection>(commands: &C, pubsub: &C, timeout: Durat
             start_now(async move {
                 within(timeout, "request", cmd.query_async::<redis::Value>(&mut conn), |r| match r {
                     Ok(v) => Reply::Redis(to_core(v)),
+                    Err(e) => redis_failure(e),
+                })
+                .await
+            })
+        }
+        RedisOp::EvalAcked { script, keys, args, replicas, timeout_ms } => {
+            let mut conn = commands.clone();
+            let mut pipe = redis::pipe();
+            pipe.add_command(eval_cmd(script, &keys, &args)).cmd("WAIT").arg(replicas).arg(timeout_ms);
+            start_now(async move {
+                within(timeout, "request", pipe.query_async::<Vec<redis::Value>>(&mut conn), |r| match r {
+                    Ok(replies) => match <[redis::Value; 2]>::try_from(replies) {
+                        Ok([value, acks]) => Reply::Redis(RedisValue::Array(vec![to_core(value), to_core(acks)])),
+                        Err(other) => Reply::Refused(format!("unexpected reply to EVAL + WAIT: {other:?}")),
+                    },
                     Err(e) => redis_failure(e),
                 })
                 .await

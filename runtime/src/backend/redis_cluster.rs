@@ -5,6 +5,10 @@
 //! `backend/redis/keys.rs`), follows `MOVED` and `ASK` while a slot
 //! migrates, refreshes the slot map after a failover, and restores the
 //! subscriptions of a node that reconnects or of slots that moved.
+//! `EvalAcked` is one pipeline, `EVAL` + `WAIT`: the crate routes a
+//! pipeline by its first command with a slot (the `EVAL`; `WAIT` alone
+//! would go to every master) and sends it whole on that master's
+//! connection, so the `WAIT` counts the replicas of the script's writes.
 //!
 //! The scripts never share a connection with subscriptions: the crate (1.8)
 //! restores a node's subscriptions with one multi-channel `SUBSCRIBE` sent
@@ -51,10 +55,6 @@ pub(crate) struct ClusterTransport {
     request_timeout: Duration,
     /// The channels subscribed: restored after an outage before `Connected`.
     channels: Arc<Mutex<HashSet<String>>>,
-    /// `replicas=K` of the URL, for the replica acknowledgement that the
-    /// core adds (issue 13); not used yet.
-    #[allow(dead_code)]
-    replicas: u32,
     /// Turns pushes into reports; ends with the transport.
     supervisor: tokio::task::JoinHandle<()>,
 }
@@ -101,14 +101,7 @@ pub(crate) async fn connect(target: &ClusterUrl, opts: &ClientOptions, reports: 
         channels.clone(),
         opts.request_timeout,
     ));
-    Ok(ClusterTransport {
-        commands,
-        pubsub,
-        request_timeout: opts.request_timeout,
-        channels,
-        replicas: target.replicas,
-        supervisor,
-    })
+    Ok(ClusterTransport { commands, pubsub, request_timeout: opts.request_timeout, channels, supervisor })
 }
 
 fn builder(target: &ClusterUrl, opts: &ClientOptions) -> Result<redis::cluster::ClusterClientBuilder> {
@@ -150,7 +143,7 @@ impl Transport for ClusterTransport {
             RedisOp::Unsubscribe { channel } => {
                 self.channels.lock().unwrap().remove(channel);
             }
-            RedisOp::Eval { .. } => {}
+            RedisOp::Eval { .. } | RedisOp::EvalAcked { .. } => {}
         }
         start_op(&self.commands, &self.pubsub, self.request_timeout, op)
     }

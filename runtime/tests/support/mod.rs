@@ -20,6 +20,42 @@ pub fn redis2_url() -> Option<String> {
     std::env::var("POLYLOCK_TEST_REDIS2").ok()
 }
 
+/// The Sentinel set's URL (`scripts/services start --sentinel`), if running.
+pub fn sentinel_url() -> Option<String> {
+    std::env::var("POLYLOCK_TEST_SENTINEL").ok()
+}
+
+/// host:port of each sentinel in a `redis+sentinel://` URL.
+pub fn sentinels(url: &str) -> Vec<String> {
+    let rest = url.split("://").nth(1).unwrap();
+    rest.split('/').next().unwrap().split(',').map(str::to_owned).collect()
+}
+
+/// The master name of a `redis+sentinel://` URL.
+pub fn master_name(url: &str) -> String {
+    url.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned()
+}
+
+/// host:port of the master as the first answering sentinel names it.
+pub async fn master_addr(url: &str) -> String {
+    for s in sentinels(url) {
+        let Ok(Ok(mut c)) = tokio::time::timeout(
+            Duration::from_secs(2),
+            redis::Client::open(format!("redis://{s}")).unwrap().get_multiplexed_async_connection(),
+        )
+        .await
+        else {
+            continue;
+        };
+        let named: redis::RedisResult<Option<(String, u16)>> =
+            redis::cmd("SENTINEL").arg("GET-MASTER-ADDR-BY-NAME").arg(master_name(url)).query_async(&mut c).await;
+        if let Ok(Some((host, port))) = named {
+            return format!("{host}:{port}");
+        }
+    }
+    panic!("no sentinel of {url} names a master");
+}
+
 /// Both backends, for tests that must hold on each.
 pub fn backends() -> Vec<(&'static str, String)> {
     vec![("redis", redis_url()), ("zookeeper", zk_url())]

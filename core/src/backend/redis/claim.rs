@@ -66,6 +66,9 @@ pub(crate) struct RedisClaim {
     backoff: Backoff,
     /// Whether the server's latest answer was a transient refusal.
     refusals: Refusals,
+    /// The latest grant fell short of the replica acknowledgements asked
+    /// for (what it said, to name when the caller's deadline passes).
+    unacked: Option<String>,
 }
 
 /// The durations one claim runs with (per acquire: two handles of one name
@@ -101,6 +104,23 @@ impl RedisClaim {
             timers: Timers::default(),
             backoff: Backoff::default(),
             refusals: Refusals::default(),
+            unacked: None,
+        }
+    }
+
+    /// A script call; with replicas to acknowledge (`cfg.replicas`), with
+    /// its `WAIT` pipelined behind it.
+    fn eval(cx: &Cx<'_>, script: &'static crate::io::Script, keys: Vec<String>, args: Vec<String>) -> RedisOp {
+        match cx.cfg.replicas {
+            0 => RedisOp::Eval { script, keys, args },
+            replicas => RedisOp::EvalAcked {
+                script,
+                keys,
+                args,
+                replicas,
+                // At least 1: `WAIT n 0` would block forever.
+                timeout_ms: u64::try_from(cx.cfg.replica_timeout.as_millis()).unwrap_or(u64::MAX).max(1),
+            },
         }
     }
 
@@ -110,10 +130,11 @@ impl RedisClaim {
 
     fn send_acquire(&mut self, cx: &mut Cx<'_>) {
         let k = &self.keys;
-        let id = cx.out.send(RedisOp::Eval {
-            script: &ACQUIRE,
-            keys: vec![k.lock().to_owned(), k.fence().to_owned(), k.queue().to_owned(), k.queue_deadline().to_owned()],
-            args: vec![
+        let op = Self::eval(
+            cx,
+            &ACQUIRE,
+            vec![k.lock().to_owned(), k.fence().to_owned(), k.queue().to_owned(), k.queue_deadline().to_owned()],
+            vec![
                 self.field.clone(),
                 self.terms.lease.as_millis().to_string(),
                 if self.wait { "1" } else { "0" }.to_owned(),
@@ -121,7 +142,8 @@ impl RedisClaim {
                 k.channel().to_owned(),
                 self.member.clone(),
             ],
-        });
+        );
+        let id = cx.out.send(op);
         self.woken = false;
         self.timers.clear(Timer::Retry);
         self.phase = Phase::Acquiring { req: Some(id), sent_at: cx.now };
@@ -152,11 +174,13 @@ impl RedisClaim {
     }
 
     fn send_renew(&mut self, cx: &mut Cx<'_>, token: FencingToken) {
-        let id = cx.out.send(RedisOp::Eval {
-            script: &RENEW,
-            keys: vec![self.keys.lock().to_owned()],
-            args: vec![self.field.clone(), self.terms.lease.as_millis().to_string()],
-        });
+        let op = Self::eval(
+            cx,
+            &RENEW,
+            vec![self.keys.lock().to_owned()],
+            vec![self.field.clone(), self.terms.lease.as_millis().to_string()],
+        );
+        let id = cx.out.send(op);
         self.phase = Phase::Held { token, renew: Some((id, cx.now)) };
     }
 
@@ -176,10 +200,13 @@ impl RedisClaim {
     /// which came after the server ran our latest acquire answered "queued",
     /// so after `queued_since`: the lease is confirmed as from then, with
     /// the usual drift margin and renewal schedule. No round trip.
+    /// With replicas to acknowledge, the handoff is confirmed by a round
+    /// trip of our own: only a `WAIT` on our connection tells us that the
+    /// replicas have the grant.
     fn handed_over(&mut self, cx: &mut Cx<'_>, token: FencingToken, queued_since: Instant) -> Progress {
         let t = self.terms;
-        if queued_since.saturating_add(t.lease).saturating_sub(t.drift()) <= cx.now {
-            // Too old to count on: confirm with a round trip instead.
+        if cx.cfg.replicas > 0 || queued_since.saturating_add(t.lease).saturating_sub(t.drift()) <= cx.now {
+            // Too old to count on, or not yet on the replicas: confirm with a round trip instead.
             self.send_acquire(cx);
             return Progress::Pending;
         }
@@ -191,8 +218,7 @@ impl RedisClaim {
     }
 
     fn retry_later(&mut self, cx: &Cx<'_>) {
-        let d = self.backoff.next_delay(cx.cfg.min_backoff, cx.cfg.max_backoff);
-        self.timers.set(Timer::Retry, cx.now.saturating_add(d));
+        self.timers.retry_with_backoff(&mut self.backoff, cx.cfg, cx.now);
     }
 
     fn finish(&mut self) -> Progress {
@@ -202,6 +228,7 @@ impl RedisClaim {
     }
 
     fn on_acquire_reply(&mut self, cx: &mut Cx<'_>, sent_at: Instant, reply: Reply) -> Progress {
+        let (reply, acks) = split_acks(cx, reply);
         let (granted, value) = match parse_pair(&reply) {
             Ok(Some(pair)) => pair,
             Ok(None) => {
@@ -216,6 +243,20 @@ impl RedisClaim {
             let Ok(token) = u64::try_from(value) else {
                 return Progress::Fatal(Error::Protocol(format!("negative fencing token {value}")));
             };
+            if let Some(short) = short_of(cx, acks) {
+                // Granted on the master alone: a failover now could lose it,
+                // so it is not reported. Asked again (the script grants our
+                // own field again, with a new token) until the replicas
+                // confirm; the caller's deadline ends it with a LEAVE.
+                self.phase = Phase::Acquiring { req: None, sent_at };
+                self.retry_later(cx);
+                if !self.wait {
+                    return Progress::Unavailable(short);
+                }
+                self.unacked = Some(short);
+                return Progress::Pending;
+            }
+            self.unacked = None;
             self.send_unsubscribe(cx);
             self.phase = Phase::Held { token: FencingToken(token), renew: None };
             self.confirm_lease(sent_at);
@@ -275,9 +316,18 @@ impl RedisClaim {
     /// then, or someone else's now (the holder must hear it), or unknown.
     fn on_renewed(&mut self, cx: &mut Cx<'_>, token: FencingToken, sent_at: Instant, reply: Reply) -> Progress {
         self.phase = Phase::Held { token, renew: None };
+        let (reply, acks) = split_acks(cx, reply);
         match reply {
-            Reply::Redis(RedisValue::Int(1)) => {
+            Reply::Redis(RedisValue::Int(1)) if short_of(cx, acks).is_none() => {
                 self.confirm_lease(sent_at);
+                Progress::Pending
+            }
+            // Extended on the master alone: the replicas still have the old
+            // expiry, so the lease is not counted as extended; the Loss
+            // timer still runs from the last acknowledged one.
+            Reply::Redis(RedisValue::Int(1)) => {
+                self.timers.clear(Timer::Renew);
+                self.retry_later(cx);
                 Progress::Pending
             }
             Reply::Redis(RedisValue::Int(0)) => {
@@ -319,6 +369,36 @@ impl RedisClaim {
 /// A reply of a kind the request cannot get: the driver is broken.
 fn unexpected(request: &str, reply: Reply) -> Progress {
     Progress::Fatal(Error::Protocol(format!("unexpected {request} reply {reply:?}")))
+}
+
+/// A script reply without its acknowledgement count, and the count: `None`
+/// when no acknowledgement was asked (`cfg.replicas` is 0) or the reply is
+/// not a script's (a failure, a refusal).
+fn split_acks(cx: &Cx<'_>, reply: Reply) -> (Reply, Option<i64>) {
+    if cx.cfg.replicas == 0 {
+        return (reply, None);
+    }
+    match reply {
+        Reply::Redis(RedisValue::Array(items)) => match <[RedisValue; 2]>::try_from(items) {
+            Ok([value, RedisValue::Int(acks)]) => (Reply::Redis(value), Some(acks)),
+            // Not what EvalAcked answers: left for the caller to call a protocol error.
+            Ok(pair) => (Reply::Redis(RedisValue::Array(pair.into())), Some(0)),
+            Err(items) => (Reply::Redis(RedisValue::Array(items)), Some(0)),
+        },
+        other => (other, Some(0)),
+    }
+}
+
+/// What falls short, if fewer replicas acknowledged than asked for.
+fn short_of(cx: &Cx<'_>, acks: Option<i64>) -> Option<String> {
+    let wanted = i64::from(cx.cfg.replicas);
+    match acks {
+        Some(n) if n < wanted => Some(format!(
+            "NOREPLICAS {n} of {wanted} replicas acknowledged the write within {} ms",
+            cx.cfg.replica_timeout.as_millis()
+        )),
+        _ => None,
+    }
 }
 
 /// Reads `{flag, value}` from a script reply. `Ok(None)` means no answer.
@@ -468,6 +548,6 @@ impl Claim for RedisClaim {
     }
 
     fn refusal(&self) -> Option<&str> {
-        self.refusals.latest()
+        self.refusals.latest().or(self.unacked.as_deref())
     }
 }

@@ -227,8 +227,7 @@ impl ZkClaim {
     }
 
     fn retry_later(&mut self, cx: &Cx<'_>) {
-        let d = self.backoff.next_delay(cx.cfg.min_backoff, cx.cfg.max_backoff);
-        self.timers.set(Timer::Retry, cx.now.saturating_add(d));
+        self.timers.retry_with_backoff(&mut self.backoff, cx.cfg, cx.now);
     }
 
     fn finish(&mut self) -> Progress {

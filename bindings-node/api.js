@@ -1,0 +1,283 @@
+'use strict'
+// The JavaScript face of polylock, over either native layer. All lock logic
+// is in Rust (the runtime, or the core's table in WebAssembly); this file
+// only maps it onto Node conventions: options objects, promises,
+// AbortSignal, error classes, Symbol.asyncDispose, and reentrancy per async
+// context (the one decision made here: which owner id an acquire runs as).
+
+const { AsyncLocalStorage } = require('node:async_hooks')
+const errors = require('./errors.js')
+const { checkOptions, checkMs, checkString, checkSignal, checkFunction } = require('./validate.js')
+
+const { fromNative, abortError, LockLostError } = errors
+
+/**
+ * The public API over one native layer: the napi addon (index.js) or the
+ * core's lock table in WebAssembly (wasm.js, `polylock/wasm`). Both have the
+ * same surface (see src/*.rs), so the API, the error classes and their
+ * codes are the same by construction. Each build has its own owner context:
+ * owner ids come from its native layer's allocator.
+ */
+function build(native) {
+  /**
+   * The owner id of the current async context, set by `withLock` for the
+   * callback's whole async chain. Outside any `withLock` there is none, and
+   * each `acquire()` runs as a fresh owner (so two top-level acquires contend).
+   */
+  const ownerContext = new AsyncLocalStorage()
+
+  function currentOrFreshOwner() {
+    return ownerContext.getStore() ?? native.nextOwnerId()
+  }
+
+  /** Runs a native call, turning its tagged errors into polylock's classes. */
+  async function call(lockName, fn) {
+    try {
+      return await fn()
+    } catch (e) {
+      throw fromNative(e, lockName)
+    }
+  }
+
+  function callSync(lockName, fn) {
+    try {
+      return fn()
+    } catch (e) {
+      throw fromNative(e, lockName)
+    }
+  }
+
+  /**
+   * Connects to a Redis server (`redis://`, `rediss://`), a Redis master
+   * through Sentinel (`redis+sentinel://`, `rediss+sentinel://`) or a
+   * ZooKeeper ensemble (`zk://`, `zks://`).
+   */
+  async function connect(url, options) {
+    checkString('url', url)
+    const o = checkOptions('options', options)
+    const nativeOptions = {
+      connectTimeoutMs: checkMs('connectTimeoutMs', o.connectTimeoutMs, { min: 1 }),
+      requestTimeoutMs: checkMs('requestTimeoutMs', o.requestTimeoutMs, { min: 1 }),
+      sessionTimeoutMs: checkMs('sessionTimeoutMs', o.sessionTimeoutMs, { min: 1 }),
+      leaseMs: checkMs('leaseMs', o.leaseMs, { min: 1 }),
+      // Test hook (see Client._debugExpireSession), deliberately undocumented.
+      debugFaults: o._debugFaults === true,
+    }
+    return new Client(await call(undefined, () => native.connect(url, nativeOptions)))
+  }
+
+  /** Internal: a guard of this client was granted / ended (keeps the process alive meanwhile). */
+  const kHold = Symbol('polylock.hold')
+  const kUnhold = Symbol('polylock.unhold')
+  const noop = () => {}
+
+  class Client {
+    #native
+    #liveGuards = 0
+    #closed = false
+    /**
+     * One timer handle per client, ref'd while the client has unreleased
+     * guards: a held lock is work in progress (renewed in the background) and
+     * keeps the process alive like an open socket would. Pending native calls
+     * keep it alive by themselves (each napi promise holds a ref until settled).
+     */
+    #keepAlive = undefined
+
+    /** @internal Use `connect()`. */
+    constructor(nativeClient) {
+      this.#native = nativeClient
+    }
+
+    [kHold]() {
+      if (this.#closed) return
+      if (this.#liveGuards++ === 0) (this.#keepAlive ??= setInterval(noop, 0x3fffffff)).ref()
+    }
+
+    [kUnhold]() {
+      if (this.#liveGuards > 0 && --this.#liveGuards === 0) this.#keepAlive?.unref()
+    }
+
+    /** `'redis'` or `'zookeeper'`. */
+    get backend() {
+      return this.#native.backend
+    }
+
+    /** This client's random id (a UUID), as stored on the server. */
+    get id() {
+      return this.#native.id
+    }
+
+    lock(name, options) {
+      checkString('name', name)
+      const o = checkOptions('options', options)
+      const leaseMs = checkMs('leaseMs', o.leaseMs, { min: 1 })
+      return new Lock(callSync(name, () => this.#native.lock(name, leaseMs)), this)
+    }
+
+    status(name) {
+      checkString('name', name)
+      return call(name, () => this.#native.status(name))
+    }
+
+    close() {
+      this.#closed = true
+      this.#liveGuards = 0
+      if (this.#keepAlive !== undefined) clearInterval(this.#keepAlive)
+      return call(undefined, () => this.#native.close())
+    }
+
+    [Symbol.asyncDispose]() {
+      return this.close()
+    }
+
+    /** Test hook: forces a ZooKeeper session expiry. Not part of the API. */
+    _debugExpireSession() {
+      return call(undefined, () => this.#native.debugExpireSession())
+    }
+  }
+
+  class Lock {
+    #native
+
+    /** @internal Use `client.lock()`. */
+    constructor(nativeLock, client) {
+      this.#native = nativeLock
+      this.client = client
+      this.name = nativeLock.name
+    }
+
+    acquire(options) {
+      return this.#acquireAs(currentOrFreshOwner(), options)
+    }
+
+    async withLock(fn, options) {
+      checkFunction('fn', fn)
+      const owner = currentOrFreshOwner()
+      const guard = await this.#acquireAs(owner, options)
+      let result
+      try {
+        result = await ownerContext.run(owner, () => fn(guard))
+      } catch (e) {
+        // The callback's error is the one to report; a failed release (the
+        // lock was lost meanwhile) is visible on guard.signal already.
+        await guard.release().catch(() => {})
+        throw e
+      }
+      await guard.release()
+      return result
+    }
+
+    /** How many holds the current async context has on this lock (in this client). */
+    get holdCount() {
+      const owner = ownerContext.getStore()
+      return owner === undefined ? 0 : this.#native.holdCount(owner)
+    }
+
+    /** Whether any owner of this client holds the lock. */
+    get isHeldLocally() {
+      return this.#native.isHeldLocally()
+    }
+
+    async #acquireAs(owner, options) {
+      let timeoutMs
+      let signal
+      if (options !== undefined) {
+        const o = checkOptions('options', options)
+        timeoutMs = checkMs('timeoutMs', o.timeoutMs, { allowInfinity: true })
+        signal = checkSignal(o.signal)
+      }
+      if (signal === undefined) {
+        // The common path: no canceller, no listener.
+        let nativeGuard
+        try {
+          nativeGuard = await this.#native.acquire(owner, timeoutMs)
+        } catch (e) {
+          throw fromNative(e, this.name)
+        }
+        return new Guard(nativeGuard, this)
+      }
+      if (signal.aborted) throw abortError(signal)
+
+      const canceller = new native.Canceller()
+      const onAbort = () => canceller.cancel()
+      signal.addEventListener('abort', onAbort, { once: true })
+      let nativeGuard
+      try {
+        nativeGuard = await this.#native.acquireCancellable(owner, timeoutMs, canceller)
+      } catch (e) {
+        throw signal.aborted ? abortError(signal) : fromNative(e, this.name)
+      } finally {
+        signal.removeEventListener('abort', onAbort)
+      }
+      const guard = new Guard(nativeGuard, this)
+      if (signal.aborted) {
+        // The grant won the race against the abort: give it back.
+        await guard.release().catch(() => {})
+        throw abortError(signal)
+      }
+      return guard
+    }
+  }
+
+  class Guard {
+    #native
+    #released = false
+    /** Created on the first read of `signal` (most guards never need one). */
+    #lost = undefined
+
+    /** @internal Returned by `lock.acquire()`. */
+    constructor(nativeGuard, lock) {
+      this.#native = nativeGuard
+      this.lock = lock
+      this.fencingToken = nativeGuard.fencingToken
+      lock.client[kHold]()
+    }
+
+    /** An AbortSignal that aborts (with a LockLostError) if the lock is lost while held. */
+    get signal() {
+      if (this.#lost === undefined) {
+        this.#lost = new AbortController()
+        if (!this.#released) {
+          const reason = this.#native.lostReason
+          if (reason != null) this.#abortLost(reason)
+          else this.#native.onLost((r) => this.#abortLost(r))
+        }
+      }
+      return this.#lost.signal
+    }
+
+    #abortLost(reason) {
+      if (this.#released || this.#lost.signal.aborted) return
+      const name = this.lock.name
+      this.#lost.abort(new LockLostError(`lock ${JSON.stringify(name)} was lost: ${reason}`, { lockName: name, reason }))
+    }
+
+    async release() {
+      const alreadyReleased = this.#released
+      this.#released = true
+      if (!alreadyReleased) this.lock.client[kUnhold]()
+      try {
+        return await this.#native.release()
+      } catch (err) {
+        const e = fromNative(err, this.lock.name)
+        // A loss the runtime saw before the loss callback reached us: report it on the signal too.
+        if (!alreadyReleased && e instanceof LockLostError) {
+          this.#lost ??= new AbortController()
+          if (!this.#lost.signal.aborted) this.#lost.abort(e)
+        }
+        throw e
+      }
+    }
+
+    async [Symbol.asyncDispose]() {
+      if (!this.#released) await this.release()
+    }
+  }
+
+  const api = { connect, Client, Lock, Guard, ...errors }
+  delete api.fromNative
+  delete api.abortError
+  return api
+}
+
+module.exports = build

@@ -1,0 +1,17 @@
+// ESM entry of polylock/wasm: the same module instance as the CommonJS one (one owner context).
+import polylock from './wasm.js'
+
+export const {
+  connect,
+  Client,
+  Lock,
+  Guard,
+  LockError,
+  LockTimeoutError,
+  LockUnavailableError,
+  LockLostError,
+  NotHeldError,
+  ConnectionError,
+  ClientClosedError,
+} = polylock
+export default polylock

@@ -1,0 +1,367 @@
+//! `Driver`: one client's [`LockTable`] behind JSON calls. Each call is one
+//! table input (or a query), after which the table is drained to `None`
+//! (the drive contract) and everything it produced goes back in the answer.
+//! It keeps nothing of the locks: only which scripts this table has sent
+//! (so each source crosses the boundary once).
+//!
+//! Time comes in as `now`, milliseconds on the driver's monotonic clock
+//! (`performance.now()`): floored for inputs, and a deadline `timeoutMs` from
+//! now is rounded up, so it never comes early (as the runtime's executor does).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use polylock_core::{
+    AcquireOptions, Backend, ConnectionEvent, FencingToken, Instant, LockConfig, LockName, LockTable, Nonce,
+    Notification, OwnerId, ReleaseProgress, RequestId, Ticket,
+};
+use serde_json::{json, Map, Value};
+
+use crate::error::Error;
+use crate::url::{self, Endpoint};
+use crate::wire;
+
+/// The calls that only read (or make an error): no table input, no output.
+const QUERIES: &[&str] = &["lock", "hold", "isHeldHere", "hasServerWork", "fail"];
+
+#[derive(Debug)]
+pub struct Driver {
+    table: LockTable,
+    scripts_sent: HashSet<&'static str>,
+}
+
+type Fields = Map<String, Value>;
+
+fn field<'a>(f: &'a Fields, name: &str) -> Result<&'a Value, Error> {
+    f.get(name).ok_or_else(|| wire::bad_request(name))
+}
+
+fn str_field<'a>(f: &'a Fields, name: &str) -> Result<&'a str, Error> {
+    field(f, name)?.as_str().ok_or_else(|| wire::bad_request(name))
+}
+
+fn u64_field(f: &Fields, name: &str) -> Result<u64, Error> {
+    let v = field(f, name)?;
+    v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())).ok_or_else(|| wire::bad_request(name))
+}
+
+/// An optional number of milliseconds (absent or null: none).
+fn ms_field(f: &Fields, name: &str) -> Result<Option<f64>, Error> {
+    match f.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .map(Some)
+            .ok_or_else(|| Error::InvalidOption(format!("{name} must be a finite number >= 0, got {v}"))),
+    }
+}
+
+fn duration(ms: f64) -> Duration {
+    Duration::from_secs_f64(ms / 1000.0)
+}
+
+fn now_of(f: &Fields) -> Result<(f64, Instant), Error> {
+    let ms =
+        field(f, "now")?.as_f64().filter(|t| t.is_finite() && *t >= 0.0).ok_or_else(|| wire::bad_request("now"))?;
+    Ok((ms, Instant::from_millis(ms.floor() as u64)))
+}
+
+fn nonce_of(f: &Fields, name: &str) -> Result<Nonce, Error> {
+    let hex = str_field(f, name)?;
+    u128::from_str_radix(hex, 16).map(Nonce).map_err(|_| wire::bad_request(name))
+}
+
+fn lock_name(name: &str) -> Result<LockName, Error> {
+    LockName::new(name).map_err(|e| Error::from_core(name, e))
+}
+
+/// The lease of a lock or client, checked as the runtime's `lock_with` does.
+fn checked_lease(name: &str, lease_ms: Option<f64>) -> Result<Option<Duration>, Error> {
+    let Some(ms) = lease_ms else { return Ok(None) };
+    let lease = duration(ms);
+    let mut cfg = LockConfig::new(Backend::Redis);
+    cfg.set_lease(lease);
+    cfg.validate().map_err(|e| Error::from_core(name, e))?;
+    Ok(Some(lease))
+}
+
+impl Driver {
+    /// A table from `{"url","leaseMs"?,"clientId"}`. The URL is parsed by the
+    /// runtime's one parser; the answer tells the JS driver where to connect.
+    /// Only Redis: the error for a ZooKeeper URL says why.
+    pub fn from_config(config: &str) -> Result<(Driver, Value), String> {
+        let fail = |e: Error| json!({ "err": wire::payload(&e), "out": [] }).to_string();
+        let v: Value = serde_json::from_str(config).map_err(|_| fail(wire::bad_request("config")))?;
+        let f = v.as_object().ok_or_else(|| fail(wire::bad_request("config")))?;
+        let url = str_field(f, "url").map_err(fail)?;
+        let endpoint = match url::parse(url).map_err(fail)? {
+            Endpoint::Redis { url, tls, ca, addr } => json!({ "url": url, "tls": tls, "ca": ca, "addr": addr }),
+            Endpoint::Zk { .. } => {
+                return Err(fail(Error::InvalidUrl {
+                    url: url::redact(url),
+                    reason: "polylock/wasm speaks Redis only: use the native polylock package for ZooKeeper".into(),
+                }))
+            }
+            Endpoint::Sentinel(_) => {
+                return Err(fail(Error::InvalidUrl {
+                    url: url::redact(url),
+                    reason: "polylock/wasm speaks to one Redis server: use the native polylock package for Sentinel"
+                        .into(),
+                }))
+            }
+            Endpoint::RedisCluster(_) => {
+                return Err(fail(Error::InvalidUrl {
+                    url: url::redact(url),
+                    reason: "polylock/wasm speaks to one Redis server: use the native polylock package for a Redis \
+                             Cluster"
+                        .into(),
+                }))
+            }
+        };
+        let mut config = LockConfig::new(Backend::Redis);
+        if let Some(lease) = checked_lease("", ms_field(f, "leaseMs").map_err(fail)?).map_err(fail)? {
+            config.set_lease(lease);
+        }
+        let client_id = nonce_of(f, "clientId").map_err(fail)?;
+        let table = LockTable::new(config, client_id).map_err(|e| fail(Error::from_core("", e)))?;
+        let endpoint = json!({ "endpoint": endpoint, "id": client_id.to_uuid() });
+        Ok((Driver { table, scripts_sent: HashSet::new() }, endpoint))
+    }
+
+    /// One request (`{"op":...}`); the answer as described in [`wire`].
+    pub fn call(&mut self, request: &str) -> String {
+        let (result, query) = match serde_json::from_str::<Value>(request) {
+            Ok(Value::Object(f)) => {
+                let query = matches!(f.get("op").and_then(Value::as_str), Some(op) if QUERIES.contains(&op));
+                (self.dispatch(&f), query)
+            }
+            _ => (Err(wire::bad_request("op")), true),
+        };
+        // A query is no input: the table has nothing new to say (and the
+        // driver, which reads only its value, must not miss any output).
+        let out = if query { Vec::new() } else { self.drain() };
+        match result {
+            Ok(v) => json!({ "ok": v, "out": out }),
+            Err(e) => json!({ "err": wire::payload(&e), "out": out }),
+        }
+        .to_string()
+    }
+
+    fn dispatch(&mut self, f: &Fields) -> Result<Value, Error> {
+        let t = &mut self.table;
+        match str_field(f, "op")? {
+            // ---- from the application
+            "lock" => {
+                let name = str_field(f, "name")?;
+                checked_lease(lock_name(name)?.as_str(), ms_field(f, "leaseMs")?)?;
+                Ok(Value::Null)
+            }
+            "acquire" => {
+                let (now_ms, now) = now_of(f)?;
+                let name = lock_name(str_field(f, "name")?)?;
+                let lease = checked_lease(name.as_str(), ms_field(f, "leaseMs")?)?;
+                let opts = match ms_field(f, "timeoutMs")? {
+                    None => AcquireOptions { lease, ..AcquireOptions::default() },
+                    Some(0.0) => AcquireOptions { no_wait: true, deadline: None, lease },
+                    Some(ms) => {
+                        let deadline = Instant::from_millis((now_ms + ms).ceil() as u64);
+                        AcquireOptions { no_wait: false, deadline: Some(deadline), lease }
+                    }
+                };
+                let owner = OwnerId(u64_field(f, "owner")?);
+                let ticket = t.acquire(now, &name, owner, opts, nonce_of(f, "nonce")?);
+                Ok(json!(ticket.map_err(|e| Error::from_core(name.as_str(), e))?.0))
+            }
+            "cancel" => {
+                let (_, now) = now_of(f)?;
+                Ok(json!(t.cancel(now, str_field(f, "name")?, Ticket(u64_field(f, "ticket")?))))
+            }
+            "release" => {
+                let (_, now) = now_of(f)?;
+                let name = str_field(f, "name")?;
+                let token = match f.get("token") {
+                    None | Some(Value::Null) => None,
+                    Some(_) => Some(FencingToken(u64_field(f, "token")?)),
+                };
+                match t.release(now, name, OwnerId(u64_field(f, "owner")?), token) {
+                    Ok(ReleaseProgress::StillHeld { remaining }) => Ok(json!({ "stillHeld": remaining })),
+                    Ok(ReleaseProgress::Releasing(id)) => Ok(json!({ "releasing": id.0 })),
+                    Err(e) => Err(Error::from_core(name, e)),
+                }
+            }
+            "grantUnwanted" => {
+                let (_, now) = now_of(f)?;
+                let (name, owner) = (str_field(f, "name")?, OwnerId(u64_field(f, "owner")?));
+                t.grant_unwanted(now, name, owner, FencingToken(u64_field(f, "token")?));
+                Ok(json!(t.hold(name, owner).is_some()))
+            }
+            "status" => Ok(json!(t.read_status(&lock_name(str_field(f, "name")?)?).0)),
+            "close" => {
+                t.close(now_of(f)?.1);
+                Ok(Value::Null)
+            }
+            // ---- from the connection and the timer
+            "reply" => {
+                let (_, now) = now_of(f)?;
+                t.handle_reply(now, RequestId(u64_field(f, "id")?), wire::reply(field(f, "reply")?)?);
+                Ok(Value::Null)
+            }
+            "message" => {
+                let (_, now) = now_of(f)?;
+                let channel = str_field(f, "channel")?.to_owned();
+                let payload = str_field(f, "payload")?.to_owned();
+                t.handle_notification(now, Notification::Message { channel, payload });
+                Ok(Value::Null)
+            }
+            "connection" => {
+                let (_, now) = now_of(f)?;
+                let up = field(f, "up")?.as_bool().ok_or_else(|| wire::bad_request("up"))?;
+                t.handle_connection(now, if up { ConnectionEvent::Connected } else { ConnectionEvent::Disconnected });
+                Ok(Value::Null)
+            }
+            "timeout" => {
+                t.handle_timeout(now_of(f)?.1);
+                Ok(Value::Null)
+            }
+            // ---- queries (no input, nothing to drain)
+            "hold" => {
+                let hold = t.hold(str_field(f, "name")?, OwnerId(u64_field(f, "owner")?));
+                Ok(hold.map_or(Value::Null, |(count, token)| json!({ "count": count, "token": token.0.to_string() })))
+            }
+            "isHeldHere" => Ok(json!(t.is_held_here(str_field(f, "name")?))),
+            "hasServerWork" => Ok(json!(t.has_server_work())),
+            // ---- errors only the JS driver sees, made from the one error table
+            "fail" => Err(match str_field(f, "kind")? {
+                "connect" => {
+                    Error::Connect { addr: str_field(f, "addr")?.into(), reason: str_field(f, "reason")?.into() }
+                }
+                "closed" => Error::Closed,
+                "cancelled" => Error::Cancelled,
+                "invalid_option" => Error::InvalidOption(str_field(f, "message")?.into()),
+                _ => wire::bad_request("kind"),
+            }),
+            _ => Err(wire::bad_request("op")),
+        }
+    }
+
+    /// The drive contract: every output until `None`, in order.
+    fn drain(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(o) = self.table.poll_output() {
+            let sent = &mut self.scripts_sent;
+            if let Some(v) = wire::output(o, |name| sent.insert(name)) {
+                out.push(v);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "000102030405060708090a0b0c0d0e0f";
+
+    fn driver() -> Driver {
+        Driver::from_config(&json!({ "url": "redis://127.0.0.1:6379", "clientId": ID }).to_string()).unwrap().0
+    }
+
+    fn call(d: &mut Driver, req: Value) -> Value {
+        serde_json::from_str(&d.call(&req.to_string())).unwrap()
+    }
+
+    fn acquire(d: &mut Driver, now: f64, name: &str, timeout_ms: Option<f64>) -> Value {
+        call(
+            d,
+            json!({ "op": "acquire", "now": now, "name": name, "owner": 1, "timeoutMs": timeout_ms, "nonce": "ff" }),
+        )
+    }
+
+    /// The table's first commands, as the JS driver would send them.
+    fn kinds(answer: &Value) -> Vec<String> {
+        answer["out"].as_array().unwrap().iter().map(|o| o["k"].as_str().unwrap().to_owned()).collect()
+    }
+
+    #[test]
+    fn an_uncontended_acquire_is_one_eval_and_its_reply_a_grant_then_the_renewal_timer() {
+        let mut d = driver();
+        let a = acquire(&mut d, 0.4, "orders/42", None);
+        assert_eq!(a["ok"], json!(1), "{a}");
+        assert_eq!(kinds(&a), ["eval"]);
+        let eval = &a["out"][0];
+        assert_eq!(eval["script"], "polylock_acquire");
+        assert!(eval["source"].as_str().unwrap().contains("redis.call"), "the first use carries the source");
+        let reply = json!({ "v": [{ "i": "1" }, { "i": "9007199254740993" }] });
+        let r = call(&mut d, json!({ "op": "reply", "now": 1.0, "id": eval["id"], "reply": reply }));
+        assert_eq!(kinds(&r), ["granted", "timeout"], "{r}");
+        assert_eq!(r["out"][0]["token"], "9007199254740993", "a token above 2^53 stays exact");
+        assert_eq!(r["out"][1]["at"], 10_000, "renewal at a third of the 30 s lease");
+        let h = call(&mut d, json!({ "op": "hold", "name": "orders/42", "owner": 1 }));
+        assert_eq!(h["ok"], json!({ "count": 1, "token": "9007199254740993" }));
+
+        let rel = call(
+            &mut d,
+            json!({ "op": "release", "now": 2.0, "name": "orders/42", "owner": 1, "token": "9007199254740993" }),
+        );
+        assert_eq!(rel["ok"]["releasing"], 1, "{rel}");
+        assert_eq!(kinds(&rel), ["eval"]);
+        // Another lock's acquire runs the same script: its source does not cross again.
+        let again = acquire(&mut d, 3.0, "orders/43", Some(0.0));
+        assert_eq!(again["out"][0]["script"], "polylock_acquire", "{again}");
+        assert!(again["out"][0].get("source").is_none(), "{again}");
+    }
+
+    #[test]
+    fn errors_carry_the_native_packages_payload() {
+        let mut d = driver();
+        let bad = call(&mut d, json!({ "op": "lock", "name": "a//b" }));
+        assert_eq!(bad["err"]["kind"], "invalid_name", "{bad}");
+        let not_held = call(&mut d, json!({ "op": "release", "now": 0, "name": "x", "owner": 7 }));
+        assert_eq!(not_held["err"]["kind"], "not_held");
+        assert_eq!(not_held["err"]["lockName"], "x");
+        assert_eq!(not_held["err"]["message"], "lock \"x\" is not held by this owner");
+        let lease = call(&mut d, json!({ "op": "lock", "name": "x", "leaseMs": 0 }));
+        assert_eq!(lease["err"]["kind"], "invalid_option", "{lease}");
+    }
+
+    #[test]
+    fn a_zero_timeout_try_on_a_held_lock_fails_would_block() {
+        let mut d = driver();
+        let a = acquire(&mut d, 0.0, "orders/42", Some(0.0));
+        // The server says: held by someone else (0), with the TTL left.
+        let r = call(
+            &mut d,
+            json!({ "op": "reply", "now": 1.0, "id": a["out"][0]["id"], "reply": { "v": [{ "i": "0" }, { "i": "500" }] } }),
+        );
+        let failed = &r["out"][0];
+        assert_eq!(failed["k"], "failed", "{r}");
+        assert_eq!(failed["err"]["kind"], "would_block");
+    }
+
+    #[test]
+    fn zookeeper_urls_are_refused_with_the_reason_and_bad_urls_as_the_runtime_says() {
+        let zk = Driver::from_config(&json!({ "url": "zk://127.0.0.1:2181", "clientId": ID }).to_string()).unwrap_err();
+        let zk: Value = serde_json::from_str(&zk).unwrap();
+        assert_eq!(zk["err"]["kind"], "invalid_url");
+        assert!(zk["err"]["message"].as_str().unwrap().contains("Redis only"), "{zk}");
+        let cluster =
+            Driver::from_config(&json!({ "url": "redis+cluster://h:1,h:2", "clientId": ID }).to_string()).unwrap_err();
+        assert!(cluster.contains("invalid_url") && cluster.contains("for a Redis Cluster"), "{cluster}");
+        let port = Driver::from_config(&json!({ "url": "redis://h:0", "clientId": ID }).to_string()).unwrap_err();
+        assert!(port.contains("port 0 is not allowed"), "{port}");
+        let (_, endpoint) =
+            Driver::from_config(&json!({ "url": "redis://u:p@h:1/2", "clientId": ID }).to_string()).unwrap();
+        assert_eq!(
+            endpoint["endpoint"],
+            json!({ "url": "redis://u:p@h:1/2", "tls": false, "ca": null, "addr": "h:1" })
+        );
+    }
+
+    #[test]
+    fn a_bulk_reply_keeps_every_byte() {
+        let v = wire::reply(&json!({ "v": { "b": "a\u{00ff}\u{0000}" } })).unwrap();
+        assert_eq!(v, polylock_core::Reply::Redis(polylock_core::RedisValue::Bulk(vec![b'a', 0xff, 0])));
+    }
+}
