@@ -106,6 +106,38 @@ async fn cluster_leftovers(url: &str, name: &str) -> Vec<String> {
     left
 }
 
+/// How long one acquire or release may take before the test fails naming
+/// it: longer than any timeout the tests pass, so only a hang trips it.
+const HANG: Duration = Duration::from_secs(40);
+
+/// One test's watch over its acquires and releases.
+#[derive(Clone)]
+struct Watch {
+    url: String,
+    test: &'static str,
+}
+
+impl Watch {
+    fn new(url: &str, test: &'static str) -> Watch {
+        Watch { url: url.to_owned(), test }
+    }
+
+    /// Awaits `fut` (the `what` of lock `name`), or fails after [`HANG`]
+    /// naming the test, the lock, its slot and the master serving that
+    /// slot then: a hang is reported, never waited out by CI.
+    async fn on<T>(&self, what: &str, name: &str, fut: impl std::future::Future<Output = T>) -> T {
+        if let Ok(out) = tokio::time::timeout(HANG, fut).await {
+            return out;
+        }
+        let slot = key_slot(name);
+        let node = match tokio::time::timeout(Duration::from_secs(2), masters(&self.url)).await {
+            Ok(now) => now.iter().find(|m| m.owns(slot)).map_or_else(|| "none".to_owned(), |m| m.url.clone()),
+            Err(_) => "unknown (CLUSTER NODES hangs too)".to_owned(),
+        };
+        panic!("{}: {what} of {name} (slot {slot}, master {node}) hung for {HANG:?}", self.test);
+    }
+}
+
 #[tokio::test]
 async fn no_node_answering_is_a_connect_error_naming_every_address() {
     let opts = ClientOptions { connect_timeout: Duration::from_millis(500), ..Default::default() };
@@ -130,19 +162,21 @@ async fn twenty_tasks_over_three_clients_lose_no_update() {
         .collect();
     let counters: Arc<Vec<AtomicU64>> = Arc::new(names.iter().map(|_| AtomicU64::new(0)).collect());
     let mut tasks = Vec::new();
+    let watch = Watch::new(&url, "twenty_tasks_over_three_clients_lose_no_update");
     for i in 0..20 {
-        let locks: Vec<_> = names.iter().map(|n| clients[i % 3].lock(n).unwrap()).collect();
+        let locks: Vec<_> = names.iter().map(|n| (n.clone(), clients[i % 3].lock(n).unwrap())).collect();
         let counters = counters.clone();
+        let watch = watch.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..5 {
-                for (k, lock) in locks.iter().enumerate() {
-                    let g = lock.acquire().await.unwrap();
+                for (k, (name, lock)) in locks.iter().enumerate() {
+                    let g = watch.on("acquire", name, lock.acquire()).await.unwrap();
                     // A read-modify-write that loses updates unless excluded.
                     let v = counters[k].load(Ordering::SeqCst);
                     tokio::task::yield_now().await;
                     tokio::time::sleep(Duration::from_micros(200)).await;
                     counters[k].store(v + 1, Ordering::SeqCst);
-                    g.release().await.unwrap();
+                    watch.on("release", name, g.release()).await.unwrap();
                 }
             }
         }));
@@ -160,33 +194,62 @@ async fn reentrancy_try_and_cancel_as_on_one_server() {
     let Some(url) = cluster_url() else { return };
     let _shared = KEYSPACE.read().await;
     let name = unique("reentry");
+    let w = Watch::new(&url, "reentrancy_try_and_cancel_as_on_one_server");
     let c = cluster_client(&url).await;
     let other = cluster_client(&url).await;
     let lock = c.lock(&name).unwrap();
     let me = OwnerId(7);
-    let g1 = lock.acquire_as(me, None).await.unwrap();
-    let g2 = lock.acquire_as(me, None).await.unwrap();
+    let g1 = w.on("acquire", &name, lock.acquire_as(me, None)).await.unwrap();
+    let g2 = w.on("re-entry", &name, lock.acquire_as(me, None)).await.unwrap();
     assert_eq!(g1.fencing_token(), g2.fencing_token(), "re-entry is the same grant");
     assert_eq!(lock.hold_count(me), 2);
-    g2.release().await.unwrap();
+    w.on("release", &name, g2.release()).await.unwrap();
     let theirs = other.lock(&name).unwrap();
-    assert!(theirs.try_acquire(Duration::ZERO).await.unwrap().is_none(), "still held after 1 of 2 releases");
+    let tried = w.on("try_acquire(0)", &name, theirs.try_acquire(Duration::ZERO)).await.unwrap();
+    assert!(tried.is_none(), "still held after 1 of 2 releases");
     let started = std::time::Instant::now();
-    assert!(theirs.try_acquire(Duration::from_millis(300)).await.unwrap().is_none());
+    assert!(w.on("try_acquire(300ms)", &name, theirs.try_acquire(Duration::from_millis(300))).await.unwrap().is_none());
     assert!(started.elapsed() >= Duration::from_millis(300), "gave up early");
     // Cancelled while queued: dropping the acquire future.
     assert!(tokio::time::timeout(Duration::from_millis(200), theirs.acquire_as(OwnerId(9), None)).await.is_err());
-    match theirs.acquire_as(OwnerId(1), Some(Duration::ZERO)).await {
+    match w.on("acquire_as(0)", &name, theirs.acquire_as(OwnerId(1), Some(Duration::ZERO))).await {
         Err(Error::WouldBlock(_)) => {}
         other => panic!("{other:?}"),
     }
     let token = g1.fencing_token();
-    g1.release().await.unwrap();
-    let g = theirs.try_acquire(Duration::from_secs(5)).await.unwrap().expect("free after the last release");
+    w.on("last release", &name, g1.release()).await.unwrap();
+    let g = w.on("try_acquire(5s)", &name, theirs.try_acquire(Duration::from_secs(5))).await.unwrap();
+    let g = g.expect("free after the last release");
     assert!(g.fencing_token() > token, "token {} after {token}", g.fencing_token());
-    g.release().await.unwrap();
+    w.on("release", &name, g.release()).await.unwrap();
     let clean = eventually(Duration::from_secs(3), || async { cluster_leftovers(&url, &name).await.is_empty() }).await;
     assert!(clean, "left behind: {:?}", cluster_leftovers(&url, &name).await);
+}
+
+/// `replicas=K` from the URL reaches the lock: every master has one
+/// replica, so with `replicas=2` no grant is ever acknowledged by two and
+/// the acquire fails `Unavailable` naming the count, leaving nothing behind;
+/// with `replicas=1` the EVAL + WAIT on the lock's master is granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_k_waits_for_the_replicas_of_the_locks_master() {
+    let Some(url) = cluster_url() else { return };
+    let _shared = KEYSPACE.read().await;
+    let name = unique("cluster-acks");
+    let w = Watch::new(&url, "replicas_k_waits_for_the_replicas_of_the_locks_master");
+    let opts = ClientOptions { lease: LEASE, request_timeout: Duration::from_secs(1), ..Default::default() };
+    let two = client_with(&format!("{url}?replicas=2"), opts.clone()).await;
+    let lock = two.lock(&name).unwrap();
+    match w.on("acquire with replicas=2", &name, lock.acquire_as(OwnerId(1), Some(Duration::from_millis(1500)))).await {
+        Err(Error::Unavailable { reply, .. }) => assert!(reply.contains("1 of 2 replicas"), "{reply}"),
+        other => panic!("granted without the acknowledgements asked for: {other:?}"),
+    }
+    let clean = eventually(Duration::from_secs(3), || async { cluster_leftovers(&url, &name).await.is_empty() }).await;
+    assert!(clean, "an unacknowledged grant was left: {:?}", cluster_leftovers(&url, &name).await);
+    let one = client_with(&format!("{url}?replicas=1"), opts).await;
+    let lock = one.lock(&name).unwrap();
+    let g = w.on("acquire with replicas=1", &name, lock.try_acquire(Duration::from_secs(5))).await.unwrap();
+    let g = g.expect("one replica acknowledges");
+    w.on("release with replicas=1", &name, g.release()).await.unwrap();
 }
 
 /// 10,000 names: every brace shape, plain names, and names aimed at 5,000
@@ -225,18 +288,14 @@ async fn ten_thousand_names_over_every_slot_leave_nothing_behind() {
     }
     let clients = [cluster_client(&url).await, cluster_client(&url).await];
     let opts = LockOptions { lease: Some(Duration::from_millis(200)) };
+    let w = Watch::new(&url, "ten_thousand_names_over_every_slot_leave_nothing_behind");
     let failures = futures::stream::iter(names.iter().enumerate())
         .map(|(i, name)| {
             let lock = clients[i % 2].lock_with(name, opts.clone()).unwrap();
+            let w = &w;
             async move {
-                let g = tokio::time::timeout(Duration::from_secs(10), lock.acquire())
-                    .await
-                    .map_err(|_| format!("{name} (slot {}): acquire hangs", key_slot(name)))?
-                    .map_err(|e| format!("{name}: acquire: {e}"))?;
-                tokio::time::timeout(Duration::from_secs(10), g.release())
-                    .await
-                    .map_err(|_| format!("{name} (slot {}): release hangs", key_slot(name)))?
-                    .map_err(|e| format!("{name}: release: {e}"))
+                let g = w.on("acquire", name, lock.acquire()).await.map_err(|e| format!("{name}: acquire: {e}"))?;
+                w.on("release", name, g.release()).await.map_err(|e| format!("{name}: release: {e}"))
             }
         })
         .buffer_unordered(64)
@@ -330,9 +389,10 @@ async fn a_slot_migrated_while_its_locks_are_held_and_awaited() {
     let from = masters.iter().find(|m| m.owns(slot)).unwrap().clone();
     let to = masters.iter().find(|m| m.id != from.id).unwrap().clone();
     let clients = [cluster_client(&url).await, cluster_client(&url).await, cluster_client(&url).await];
+    let w = Watch::new(&url, "a_slot_migrated_while_its_locks_are_held_and_awaited");
     let mut holders = Vec::new();
     for name in &names {
-        holders.push(clients[0].lock(name).unwrap().acquire().await.unwrap());
+        holders.push(w.on("acquire", name, clients[0].lock(name).unwrap().acquire()).await.unwrap());
     }
     let inside: Arc<Vec<AtomicBool>> = Arc::new(names.iter().map(|_| AtomicBool::new(false)).collect());
     let mut waiters = Vec::new();
@@ -340,13 +400,15 @@ async fn a_slot_migrated_while_its_locks_are_held_and_awaited() {
         for c in &clients[1..] {
             let lock = c.lock(name).unwrap();
             let inside = inside.clone();
+            let (w, name) = (w.clone(), name.clone());
             waiters.push(tokio::spawn(async move {
-                let g = lock.try_acquire(Duration::from_secs(20)).await.unwrap().expect("granted after the migration");
+                let g = w.on("waiter's try_acquire(20s)", &name, lock.try_acquire(Duration::from_secs(20))).await;
+                let g = g.unwrap().expect("granted after the migration");
                 assert!(!inside[k].swap(true, Ordering::SeqCst), "two holders at once");
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 inside[k].store(false, Ordering::SeqCst);
                 let token = g.fencing_token();
-                g.release().await.unwrap();
+                w.on("waiter's release", &name, g.release()).await.unwrap();
                 token
             }));
         }
@@ -375,7 +437,9 @@ async fn a_slot_migrated_while_its_locks_are_held_and_awaited() {
     // of its keys are still on the old master (TRYAGAIN until they follow),
     // the second holder renews meanwhile.
     let first_holder = holders.remove(0);
-    let released = tokio::spawn(async move { first_holder.release().await });
+    let (w1, first) = (w.clone(), names[0].clone());
+    let released =
+        tokio::spawn(async move { w1.on("release during the migration", &first, first_holder.release()).await });
     migrate_slot(&masters, slot, &from, &to, Some(&names[0]), || async {
         tokio::time::sleep(LEASE / 2).await;
     })
@@ -383,7 +447,7 @@ async fn a_slot_migrated_while_its_locks_are_held_and_awaited() {
     released.await.unwrap().unwrap();
     let second = holders.remove(0);
     assert!(second.lost_reason().is_none(), "the second holder lost its lock during the migration");
-    second.release().await.unwrap();
+    w.on("release after the migration", &names[1], second.release()).await.unwrap();
     let mut tokens = Vec::new();
     for w in waiters {
         tokens.push(w.await.unwrap());
@@ -425,14 +489,18 @@ async fn replies_stay_with_their_requests_when_the_cluster_resubscribes() {
         (0..8).map(|i| format!("/polylock-test/resub{{{}}}-{pid}", tag_for_slot(node.slots[0].0 + i))).collect();
     let holder = cluster_client(&url).await;
     let waiter = cluster_client(&url).await;
+    let w = Watch::new(&url, "replies_stay_with_their_requests_when_the_cluster_resubscribes");
     let mut held = Vec::new();
     for n in &names {
-        held.push(holder.lock(n).unwrap().acquire().await.unwrap());
+        held.push(w.on("acquire", n, holder.lock(n).unwrap().acquire()).await.unwrap());
     }
     let mut waits = Vec::new();
     for n in &names {
         let lock = waiter.lock(n).unwrap();
-        waits.push(tokio::spawn(async move { lock.try_acquire(Duration::from_secs(20)).await }));
+        let (w, n) = (w.clone(), n.clone());
+        waits.push(tokio::spawn(async move {
+            w.on("try_acquire(20s)", &n, lock.try_acquire(Duration::from_secs(20))).await
+        }));
     }
     let raw = raw_cluster(&url).await;
     let queued = eventually(Duration::from_secs(5), || {
@@ -465,8 +533,10 @@ async fn replies_stay_with_their_requests_when_the_cluster_resubscribes() {
     for round in 0..3u16 {
         let (from, to) = if round % 2 == 0 { (&a, &b) } else { (&b, &a) };
         migrate_slot(&masters, slot, from, to, None, || async {}).await;
-        let g = waiter.lock(&moved_name).unwrap().try_acquire(Duration::from_secs(5)).await.unwrap().expect("free");
-        g.release().await.unwrap();
+        let lock = waiter.lock(&moved_name).unwrap();
+        let g = w.on("try_acquire(5s) after MOVED", &moved_name, lock.try_acquire(Duration::from_secs(5))).await;
+        let g = g.unwrap().expect("free");
+        w.on("release after MOVED", &moved_name, g.release()).await.unwrap();
         // The refresh and the resubscription run in the background: keep
         // 32 lanes of requests going for a second.
         let until = tokio::time::Instant::now() + Duration::from_secs(1);
@@ -474,25 +544,23 @@ async fn replies_stay_with_their_requests_when_the_cluster_resubscribes() {
             let n =
                 format!("/polylock-test/after{{{}}}-{pid}-{round}-{lane}", tag_for_slot(node.slots[0].0 + 10 + lane));
             let lock = waiter.lock(&n).unwrap();
+            let w = &w;
             async move {
                 while tokio::time::Instant::now() < until {
-                    let g = lock
-                        .try_acquire(Duration::from_secs(5))
-                        .await
-                        .unwrap()
-                        .unwrap_or_else(|| panic!("{n} is free"));
-                    g.release().await.unwrap_or_else(|e| panic!("{n}: release: {e}"));
+                    let g = w.on("lane try_acquire(5s)", &n, lock.try_acquire(Duration::from_secs(5))).await;
+                    let g = g.unwrap().unwrap_or_else(|| panic!("{n} is free"));
+                    w.on("lane release", &n, g.release()).await.unwrap_or_else(|e| panic!("{n}: release: {e}"));
                 }
             }
         });
         futures::future::join_all(lanes).await;
     }
-    for g in held {
-        g.release().await.unwrap();
+    for (g, n) in held.into_iter().zip(&names) {
+        w.on("holder's release", n, g.release()).await.unwrap();
     }
-    for w in waits {
-        let g = w.await.unwrap().unwrap().expect("granted once released");
-        g.release().await.unwrap();
+    for (waiting, n) in waits.into_iter().zip(&names) {
+        let g = waiting.await.unwrap().unwrap().expect("granted once released");
+        w.on("waiter's release", n, g.release()).await.unwrap();
     }
     // Three rounds left the slot on b: give it back.
     migrate_slot(&masters, slot, &b, &a, None, || async {}).await;
@@ -520,10 +588,14 @@ async fn a_waiter_whose_master_fails_over_is_granted() {
     let opts = LockOptions { lease: Some(Duration::from_secs(10)) };
     let holder = cluster_client(&url).await;
     let waiter = cluster_client(&url).await;
-    let g = holder.lock_with(&name, opts.clone()).unwrap().acquire().await.unwrap();
+    let w = Watch::new(&url, "a_waiter_whose_master_fails_over_is_granted");
+    let g = w.on("acquire", &name, holder.lock_with(&name, opts.clone()).unwrap().acquire()).await.unwrap();
     let held = g.fencing_token();
     let lock = waiter.lock_with(&name, opts).unwrap();
-    let waiting = tokio::spawn(async move { lock.try_acquire(Duration::from_secs(30)).await });
+    let (w2, n2) = (w.clone(), name.clone());
+    let waiting = tokio::spawn(async move {
+        w2.on("waiter's try_acquire(30s)", &n2, lock.try_acquire(Duration::from_secs(30))).await
+    });
     let raw = raw_cluster(&url).await;
     let queue = format!("polylock_queue:{{{}}}:{name}", tag_for_slot(victim.slots[0].0));
     let queued = eventually(Duration::from_secs(5), || {
@@ -545,13 +617,13 @@ async fn a_waiter_whose_master_fails_over_is_granted() {
     assert!(promoted, "no replica took over");
     assert!(g.lost_reason().is_none(), "the holder lost its lock across the failover");
     let released = std::time::Instant::now();
-    g.release().await.unwrap();
+    w.on("release after the failover", &name, g.release()).await.unwrap();
     let granted = waiting.await.unwrap().unwrap().expect("the waiter is granted after the failover");
     assert!(granted.fencing_token() > held, "token {} after {held}", granted.fencing_token());
     // Handed over on its channel: its fallback retry would come only a
     // third of the lease (3.3 s) after its last try.
     let woken = released.elapsed();
     assert!(woken < Duration::from_secs(2), "woken {woken:?} after the release: not by its notification");
-    granted.release().await.unwrap();
+    w.on("waiter's release", &name, granted.release()).await.unwrap();
     services(&["cluster-node-start", &victim.port.to_string()]);
 }
