@@ -226,17 +226,12 @@ async fn reentrancy_try_and_cancel_as_on_one_server() {
     assert!(clean, "left behind: {:?}", cluster_leftovers(&url, &name).await);
 }
 
-/// `replicas=K` from the URL reaches the lock: every master has one
-/// replica, so with `replicas=2` no grant is ever acknowledged by two and
-/// the acquire fails `Unavailable` naming the count, leaving nothing behind;
-/// with `replicas=1` the EVAL + WAIT on the lock's master is granted.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replicas_k_waits_for_the_replicas_of_the_locks_master() {
-    let Some(url) = cluster_url() else { return };
-    let _shared = KEYSPACE.read().await;
-    // A node the failover test restarted may still be syncing as a replica.
-    let synced = eventually(Duration::from_secs(15), || async {
-        for m in masters(&url).await {
+/// Whether every master has its replica online within 15 s: a node the
+/// failover test restarted syncs as a replica for a while after the
+/// cluster reports `ok`.
+async fn replicas_online(url: &str) -> bool {
+    eventually(Duration::from_secs(15), || async {
+        for m in masters(url).await {
             let mut c = raw_redis(&m.url).await;
             let info: String = redis::cmd("INFO").arg("replication").query_async(&mut c).await.unwrap();
             if !info.contains("connected_slaves:1") || !info.contains("state=online") {
@@ -245,8 +240,18 @@ async fn replicas_k_waits_for_the_replicas_of_the_locks_master() {
         }
         true
     })
-    .await;
-    assert!(synced, "a master has no replica online");
+    .await
+}
+
+/// `replicas=K` from the URL reaches the lock: every master has one
+/// replica, so with `replicas=2` no grant is ever acknowledged by two and
+/// the acquire fails `Unavailable` naming the count, leaving nothing behind;
+/// with `replicas=1` the EVAL + WAIT on the lock's master is granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_k_waits_for_the_replicas_of_the_locks_master() {
+    let Some(url) = cluster_url() else { return };
+    let _shared = KEYSPACE.read().await;
+    assert!(replicas_online(&url).await, "a master has no replica online");
     let name = unique("cluster-acks");
     let w = Watch::new(&url, "replicas_k_waits_for_the_replicas_of_the_locks_master");
     let opts = ClientOptions { lease: LEASE, request_timeout: Duration::from_secs(1), ..Default::default() };
@@ -595,6 +600,9 @@ fn services(args: &[&str]) {
 async fn a_waiter_whose_master_fails_over_is_granted() {
     let Some(url) = cluster_url() else { return };
     let _exclusive = KEYSPACE.write().await;
+    // The previous run's victim may still be syncing: a replica without the
+    // grant would be promoted without it.
+    assert!(replicas_online(&url).await, "a master has no replica online");
     let before = masters(&url).await;
     // Not a seed node, so the clients can always reach the cluster.
     let seeds: Vec<String> = url.split("://").nth(1).unwrap().split(',').map(str::to_owned).collect();
@@ -620,9 +628,24 @@ async fn a_waiter_whose_master_fails_over_is_granted() {
     .await;
     assert!(queued, "the waiter did not queue");
     // Let the replica receive the grant and the queue entry, then kill the master.
-    let mut m = raw_redis(&victim.url).await;
-    let _: i64 = redis::cmd("WAIT").arg(1).arg(2000).query_async(&mut m).await.unwrap();
+    // (WAIT on a connection of our own would count only our own writes.)
+    let m = raw_redis(&victim.url).await;
+    let caught_up = eventually(Duration::from_secs(5), || {
+        let mut m = m.clone();
+        async move {
+            let info: String = redis::cmd("INFO").arg("replication").query_async(&mut m).await.unwrap();
+            let field = |key: &str| -> Option<u64> {
+                info.split(['\r', '\n', ',']).find_map(|f| f.strip_prefix(key)).and_then(|v| v.parse().ok())
+            };
+            // `slave0:ip=..,port=..,state=online,offset=N,lag=..`
+            matches!((field("master_repl_offset:"), field("offset=")), (Some(at), Some(got)) if got >= at)
+        }
+    })
+    .await;
+    assert!(caught_up, "the replica did not catch up with the grant");
     services(&["cluster-node-kill", &victim.port.to_string()]);
+    // Restarted however the test ends, so a failure leaves the cluster whole.
+    let _restart = RestartOnDrop(victim.port);
     let promoted = eventually(Duration::from_secs(15), || {
         let url = url.clone();
         let victim = victim.clone();
@@ -640,5 +663,18 @@ async fn a_waiter_whose_master_fails_over_is_granted() {
     let woken = released.elapsed();
     assert!(woken < Duration::from_secs(2), "woken {woken:?} after the release: not by its notification");
     w.on("waiter's release", &name, granted.release()).await.unwrap();
-    services(&["cluster-node-start", &victim.port.to_string()]);
+}
+
+/// Restarts the cluster node on its port when dropped, also while a failed
+/// test unwinds (so it never panics itself).
+struct RestartOnDrop(u16);
+
+impl Drop for RestartOnDrop {
+    fn drop(&mut self) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services");
+        let out = std::process::Command::new(script).args(["cluster-node-start", &self.0.to_string()]).output();
+        if !matches!(&out, Ok(o) if o.status.success()) {
+            eprintln!("cluster-node-start {} failed: {out:?}", self.0);
+        }
+    }
 }
