@@ -110,6 +110,14 @@ impl Driver {
                         .into(),
                 }))
             }
+            Endpoint::RedisCluster(_) => {
+                return Err(fail(Error::InvalidUrl {
+                    url: url::redact(url),
+                    reason: "polylock/wasm speaks to one Redis server: use the native polylock package for a Redis \
+                             Cluster"
+                        .into(),
+                }))
+            }
         };
         let mut config = LockConfig::new(Backend::Redis);
         if let Some(lease) = checked_lease("", ms_field(f, "leaseMs").map_err(fail)?).map_err(fail)? {
@@ -338,6 +346,9 @@ mod tests {
         let zk: Value = serde_json::from_str(&zk).unwrap();
         assert_eq!(zk["err"]["kind"], "invalid_url");
         assert!(zk["err"]["message"].as_str().unwrap().contains("Redis only"), "{zk}");
+        let cluster =
+            Driver::from_config(&json!({ "url": "redis+cluster://h:1,h:2", "clientId": ID }).to_string()).unwrap_err();
+        assert!(cluster.contains("invalid_url") && cluster.contains("for a Redis Cluster"), "{cluster}");
         let port = Driver::from_config(&json!({ "url": "redis://h:0", "clientId": ID }).to_string()).unwrap_err();
         assert!(port.contains("port 0 is not allowed"), "{port}");
         let (_, endpoint) =

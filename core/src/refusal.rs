@@ -13,10 +13,24 @@ use crate::Backend;
 /// command: a script or module call is blocking it (`BUSY`), it is loading
 /// its dataset (`LOADING`), it was made a replica (`READONLY`), it is full
 /// (`OOM`), it cannot persist (`MISCONF`), its primary or cluster is down
-/// (`MASTERDOWN`, `CLUSTERDOWN`), a slot is migrating (`TRYAGAIN`), or it
-/// lacks the replicas `min-replicas-to-write` asks for (`NOREPLICAS`).
-const REDIS_TRANSIENT: &[&str] =
-    &["BUSY", "LOADING", "READONLY", "OOM", "MISCONF", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "NOREPLICAS"];
+/// (`MASTERDOWN`, `CLUSTERDOWN`), a slot is migrating (`TRYAGAIN`), it
+/// lacks the replicas `min-replicas-to-write` asks for (`NOREPLICAS`), or
+/// the slot is served elsewhere (`MOVED`, `ASK`: the cluster client follows
+/// these itself and passes one on only when the nodes still disagree after
+/// its retries, while a slot's new owner is settling).
+const REDIS_TRANSIENT: &[&str] = &[
+    "BUSY",
+    "LOADING",
+    "READONLY",
+    "OOM",
+    "MISCONF",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "TRYAGAIN",
+    "NOREPLICAS",
+    "MOVED",
+    "ASK",
+];
 
 /// ZooKeeper codes (the driver names `KeeperException.Code`s this way) of a
 /// server that refuses for now: request throttling under load, and a
@@ -76,6 +90,10 @@ mod tests {
         assert!(redis("LOADING Redis is loading the dataset in memory"));
         assert!(redis("OOM command not allowed when used memory > 'maxmemory'."));
         assert!(!redis("BUSYKEY Target key name already exists."));
+        // A cluster whose slot map is settling: the cluster client's own
+        // redirects ran out, the command ran nowhere.
+        assert!(redis("MOVED 1 127.0.0.1:7781"));
+        assert!(redis("ASK 1 127.0.0.1:7781"));
         assert!(!redis("WRONGTYPE Operation against a key holding the wrong kind of value"));
         assert!(!redis("ERR unknown command"));
         assert!(!redis("NOSCRIPT No matching script."));

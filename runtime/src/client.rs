@@ -61,6 +61,14 @@ impl Client {
                 config.replica_timeout = config.replica_timeout.min(opts.request_timeout / 2);
                 Box::new(transport)
             }
+            Endpoint::RedisCluster(target) => {
+                let transport = backend::redis_cluster::connect(&target, &opts, reports).await?;
+                // As on Sentinel: each grant waits for `replicas=K` replicas of its
+                // key's master (default 0 on a cluster), within half a request.
+                config.replicas = target.replicas;
+                config.replica_timeout = config.replica_timeout.min(opts.request_timeout / 2);
+                Box::new(transport)
+            }
             Endpoint::Zk { connect, auth, tls, ca, addr } => {
                 let target = backend::zk::ZkTarget { connect, auth, tls, ca, addr };
                 let (transport, session_timeout) = backend::zk::connect(target, &opts, reports).await?;

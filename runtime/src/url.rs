@@ -6,7 +6,10 @@
 //!   the user info), `zks://...` for TLS with `?ca=/path/ca.pem`;
 //! - `redis+sentinel://[user:pass@]h1:26379[,h2:26379...]/<master name>`
 //!   `[?db=N&sentinel_user=..&sentinel_password=..&replicas=K]`, and
-//!   `rediss+sentinel://...` (TLS to sentinels and data nodes, `ca=` as above).
+//!   `rediss+sentinel://...` (TLS to sentinels and data nodes, `ca=` as above);
+//! - `redis+cluster://[user:pass@]host1:port1[,host2:port2...][?replicas=K]`,
+//!   `rediss+cluster://...` for TLS (with `ca=`): the seed nodes of a Redis
+//!   Cluster, from which the rest of it is discovered.
 
 use crate::error::{Error, Result};
 
@@ -29,6 +32,21 @@ pub(crate) enum Endpoint {
         addr: String,
     },
     Sentinel(SentinelEndpoint),
+    RedisCluster(ClusterUrl),
+}
+
+/// A Redis Cluster's seed nodes, from a `redis+cluster://` URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClusterUrl {
+    /// One URL per seed node as the `redis` crate takes it
+    /// (`redis://[user:pass@]host:port` or `rediss://...`).
+    pub(crate) nodes: Vec<String>,
+    pub(crate) tls: bool,
+    pub(crate) ca: Option<String>,
+    /// The replicas each grant waits for (`replicas=K`, default 0).
+    pub(crate) replicas: u32,
+    /// `host:port,host:port` for messages.
+    pub(crate) addr: String,
 }
 
 /// A Redis master found through its sentinels.
@@ -115,6 +133,9 @@ pub(crate) fn parse(url: &str) -> Result<Endpoint> {
         "redis+sentinel" => return parse_sentinel(url, false, rest).map(Endpoint::Sentinel),
         "rediss+sentinel" => return parse_sentinel(url, true, rest).map(Endpoint::Sentinel),
         _ => {}
+    }
+    if let Some(base) = scheme.strip_suffix("+cluster") {
+        return parse_cluster(url, base, rest);
     }
     let (rest, query) = match rest.split_once('?') {
         Some((r, q)) => (r, Some(q)),
@@ -279,6 +300,71 @@ fn parse_sentinel(url: &str, tls: bool, rest: &str) -> Result<SentinelEndpoint> 
     Ok(ep)
 }
 
+/// The replicas a `replicas=K` may ask for: more than any cluster has.
+const MAX_REPLICAS: u32 = 64;
+
+/// `redis+cluster://` and `rediss+cluster://` (`base` is the scheme before `+cluster`).
+fn parse_cluster(url: &str, base: &str, rest: &str) -> Result<Endpoint> {
+    if base != "redis" && base != "rediss" {
+        return Err(bad(url, format!("unknown scheme {base:?}+cluster; expected redis+cluster or rediss+cluster")));
+    }
+    let tls = base == "rediss";
+    let (rest, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, Some(q)),
+        None => (rest, None),
+    };
+    if rest.contains('#') || query.is_some_and(|q| q.contains('#')) {
+        return Err(bad(url, "URL fragments are not supported"));
+    }
+    let (mut ca, mut replicas) = (None, 0);
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("ca", v)) if !v.is_empty() => ca = Some(v.to_owned()),
+            Some(("replicas", v)) => {
+                replicas = v
+                    .parse()
+                    .ok()
+                    .filter(|k| *k <= MAX_REPLICAS)
+                    .ok_or_else(|| bad(url, format!("replicas={v:?} is not a number from 0 to {MAX_REPLICAS}")))?
+            }
+            _ => {
+                return Err(bad(
+                    url,
+                    format!("unknown query parameter {pair:?} (only ca=PATH and replicas=K are accepted)"),
+                ))
+            }
+        }
+    }
+    if ca.is_some() && !tls {
+        return Err(bad(url, "ca= needs rediss+cluster://"));
+    }
+    let (userinfo, hosts) = match rest.rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
+    if hosts.contains("://") {
+        return Err(bad(url, "one scheme for the whole URL: list the nodes as host:port,host:port"));
+    }
+    if hosts.contains('/') {
+        return Err(bad(url, "a Redis Cluster has no databases: nothing may follow the host list"));
+    }
+    if hosts.is_empty() {
+        return Err(bad(url, "missing host"));
+    }
+    let mut nodes = Vec::new();
+    for h in hosts.split(',') {
+        if h.is_empty() {
+            return Err(bad(url, "empty host in the host list"));
+        }
+        let hp = check_host_port(url, h, 6379)?;
+        nodes.push(match userinfo {
+            Some(u) => format!("{base}://{u}@{hp}"),
+            None => format!("{base}://{hp}"),
+        });
+    }
+    Ok(Endpoint::RedisCluster(ClusterUrl { nodes, tls, ca, replicas, addr: hosts.to_owned() }))
+}
+
 fn check_host_port(url: &str, hp: &str, default_port: u16) -> Result<String> {
     let (host, port) = match hp.rsplit_once(':') {
         Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
@@ -336,6 +422,18 @@ mod tests {
             ("zk://user@a:1", "user:password"),
             ("redis://h?timeout=1", "unknown query"),
             ("redis://h:1#insecure", "fragments"),
+            ("redis+cluster://", "missing host"),
+            ("redis+cluster://a:1,,b:2", "empty host"),
+            ("redis+cluster://a:1,b:70000", "from 1 to 65535"),
+            ("redis+cluster://a:1,b:0", "port 0"),
+            ("redis+cluster://a:1,redis://b:2", "one scheme"),
+            ("redis+cluster://a:1/0", "no databases"),
+            ("redis+cluster://a:1?replicas=x", "replicas="),
+            ("redis+cluster://a:1?replicas=-1", "replicas="),
+            ("redis+cluster://a:1?db=2", "unknown query"),
+            ("redis+cluster://a:1?ca=/tmp/ca.pem", "ca= needs rediss+cluster"),
+            ("zk+cluster://a:1", "unknown scheme"),
+            ("redis+cluster://a:1#x", "fragments"),
         ] {
             match parse(u) {
                 Err(Error::InvalidUrl { reason, .. }) => assert!(reason.contains(why), "{u}: {reason}"),
@@ -397,6 +495,27 @@ mod tests {
     fn sentinel_passwords_are_redacted() {
         let e = parse("redis+sentinel://u:secret@a:x/m?sentinel_password=hidden").unwrap_err();
         assert!(!e.to_string().contains("secret") && !e.to_string().contains("hidden"), "{e}");
+    }
+
+    #[test]
+    fn parses_the_cluster_forms() {
+        match parse("redis+cluster://127.0.0.1:7000,127.0.0.1:7001").unwrap() {
+            Endpoint::RedisCluster(c) => {
+                assert_eq!(c.nodes, ["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"]);
+                assert_eq!(
+                    (c.tls, c.replicas, c.ca, c.addr.as_str()),
+                    (false, 0, None, "127.0.0.1:7000,127.0.0.1:7001")
+                );
+            }
+            e => panic!("{e:?}"),
+        }
+        match parse("rediss+cluster://u:p@a:1,b?replicas=1&ca=/tmp/ca.pem").unwrap() {
+            Endpoint::RedisCluster(c) => {
+                assert_eq!(c.nodes, ["rediss://u:p@a:1", "rediss://u:p@b:6379"]);
+                assert_eq!((c.tls, c.replicas, c.ca.as_deref()), (true, 1, Some("/tmp/ca.pem")));
+            }
+            e => panic!("{e:?}"),
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use polylock_core::{Command, ConnectionEvent, Notification, Reply, TransportErro
 use tokio::sync::mpsc;
 
 pub(crate) mod redis;
+pub(crate) mod redis_cluster;
 pub(crate) mod redis_sentinel;
 pub(crate) mod zk;
 mod zk_watches;

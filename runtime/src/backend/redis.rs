@@ -88,14 +88,9 @@ fn push_reporter(
     let down = Arc::new(AtomicBool::new(false));
     move |push: redis::PushInfo| {
         let report = match push.kind {
-            redis::PushKind::Message => match push.data.as_slice() {
-                [redis::Value::BulkString(ch), redis::Value::BulkString(payload), ..] => {
-                    Report::Notification(Notification::Message {
-                        channel: String::from_utf8_lossy(ch).into_owned(),
-                        payload: String::from_utf8_lossy(payload).into_owned(),
-                    })
-                }
-                _ => return Ok(()),
+            redis::PushKind::Message => match message_of(&push) {
+                Some(message) => Report::Notification(message),
+                None => return Ok(()),
             },
             redis::PushKind::Disconnection => {
                 down.store(true, Ordering::SeqCst);
@@ -110,6 +105,17 @@ fn push_reporter(
         // The executor is gone: nobody to tell.
         let _ = reports.send(report);
         Ok(())
+    }
+}
+
+/// The notification a pub/sub message push carries (channel, payload).
+pub(crate) fn message_of(push: &redis::PushInfo) -> Option<Notification> {
+    match push.data.as_slice() {
+        [redis::Value::BulkString(ch), redis::Value::BulkString(payload), ..] => Some(Notification::Message {
+            channel: String::from_utf8_lossy(ch).into_owned(),
+            payload: String::from_utf8_lossy(payload).into_owned(),
+        }),
+        _ => None,
     }
 }
 
@@ -162,55 +168,73 @@ where
     }
 }
 
+/// A connection the Redis operations run on: the standalone connection
+/// managers here, the cluster client in `redis_cluster.rs`. Both carry
+/// EVAL as a plain command (the cluster client routes it by its first key)
+/// and subscriptions as RESP3 pushes that they restore after a reconnect.
+pub(crate) trait OpConnection: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {
+    fn subscribe_to(self, channel: String) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send;
+    fn unsubscribe_from(self, channel: String) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send;
+}
+
+impl OpConnection for redis::aio::ConnectionManager {
+    async fn subscribe_to(mut self, channel: String) -> redis::RedisResult<()> {
+        self.subscribe(&channel).await
+    }
+
+    async fn unsubscribe_from(mut self, channel: String) -> redis::RedisResult<()> {
+        self.unsubscribe(&channel).await
+    }
+}
+
+/// Starts one Redis operation: scripts on `commands`, subscriptions on
+/// `pubsub`, each within `timeout`, each outcome one [`Reply`].
+pub(crate) fn start_op<C: OpConnection>(commands: &C, pubsub: &C, timeout: Duration, op: RedisOp) -> Started {
+    match op {
+        RedisOp::Eval { script, keys, args } => {
+            let mut conn = commands.clone();
+            let cmd = eval_cmd(script, &keys, &args);
+            start_now(async move {
+                within(timeout, "request", cmd.query_async::<redis::Value>(&mut conn), |r| match r {
+                    Ok(v) => Reply::Redis(to_core(v)),
+                    Err(e) => redis_failure(e),
+                })
+                .await
+            })
+        }
+        RedisOp::EvalAcked { script, keys, args, replicas, timeout_ms } => {
+            let mut conn = commands.clone();
+            let mut pipe = redis::pipe();
+            pipe.add_command(eval_cmd(script, &keys, &args)).cmd("WAIT").arg(replicas).arg(timeout_ms);
+            start_now(async move {
+                within(timeout, "request", pipe.query_async::<Vec<redis::Value>>(&mut conn), |r| match r {
+                    Ok(replies) => match <[redis::Value; 2]>::try_from(replies) {
+                        Ok([value, acks]) => Reply::Redis(RedisValue::Array(vec![to_core(value), to_core(acks)])),
+                        Err(other) => Reply::Refused(format!("unexpected reply to EVAL + WAIT: {other:?}")),
+                    },
+                    Err(e) => redis_failure(e),
+                })
+                .await
+            })
+        }
+        RedisOp::Subscribe { channel } => {
+            let subscribed = pubsub.clone().subscribe_to(channel);
+            start_now(async move {
+                within(timeout, "subscribe", subscribed, |r| r.map_or_else(redis_failure, |()| Reply::Done)).await
+            })
+        }
+        RedisOp::Unsubscribe { channel } => {
+            let unsubscribed = pubsub.clone().unsubscribe_from(channel);
+            start_now(async move {
+                within(timeout, "unsubscribe", unsubscribed, |r| r.map_or_else(redis_failure, |()| Reply::Done)).await
+            })
+        }
+    }
+}
+
 impl Transport for RedisTransport {
     fn start(&self, cmd: Command) -> Started {
-        let timeout = self.request_timeout;
         let Op::Redis(op) = cmd.op else { return not_ours("Redis", &cmd.op) };
-        match op {
-            RedisOp::Eval { script, keys, args } => {
-                let mut conn = self.cmd.clone();
-                let cmd = eval_cmd(script, &keys, &args);
-                start_now(async move {
-                    within(timeout, "request", cmd.query_async::<redis::Value>(&mut conn), |r| match r {
-                        Ok(v) => Reply::Redis(to_core(v)),
-                        Err(e) => redis_failure(e),
-                    })
-                    .await
-                })
-            }
-            RedisOp::EvalAcked { script, keys, args, replicas, timeout_ms } => {
-                let mut conn = self.cmd.clone();
-                let mut pipe = redis::pipe();
-                pipe.add_command(eval_cmd(script, &keys, &args)).cmd("WAIT").arg(replicas).arg(timeout_ms);
-                start_now(async move {
-                    within(timeout, "request", pipe.query_async::<Vec<redis::Value>>(&mut conn), |r| match r {
-                        Ok(replies) => match <[redis::Value; 2]>::try_from(replies) {
-                            Ok([value, acks]) => Reply::Redis(RedisValue::Array(vec![to_core(value), to_core(acks)])),
-                            Err(other) => Reply::Refused(format!("unexpected reply to EVAL + WAIT: {other:?}")),
-                        },
-                        Err(e) => redis_failure(e),
-                    })
-                    .await
-                })
-            }
-            RedisOp::Subscribe { channel } => {
-                let mut conn = self.pubsub.clone();
-                start_now(async move {
-                    within(timeout, "subscribe", conn.subscribe(&channel), |r| {
-                        r.map_or_else(redis_failure, |()| Reply::Done)
-                    })
-                    .await
-                })
-            }
-            RedisOp::Unsubscribe { channel } => {
-                let mut conn = self.pubsub.clone();
-                start_now(async move {
-                    within(timeout, "unsubscribe", conn.unsubscribe(&channel), |r| {
-                        r.map_or_else(redis_failure, |()| Reply::Done)
-                    })
-                    .await
-                })
-            }
-        }
+        start_op(&self.cmd, &self.pubsub, self.request_timeout, op)
     }
 }

@@ -1,0 +1,234 @@
+//! Redis Cluster: two `redis` crate cluster connections, one for the
+//! scripts and one (RESP3) for the subscriptions, as on one server. The
+//! crate routes each `EVAL` by its first key to the master of that key's
+//! slot (every key of a lock is in the lock key's slot: core
+//! `backend/redis/keys.rs`), follows `MOVED` and `ASK` while a slot
+//! migrates, refreshes the slot map after a failover, and restores the
+//! subscriptions of a node that reconnects or of slots that moved.
+//! `EvalAcked` is one pipeline, `EVAL` + `WAIT`: the crate routes a
+//! pipeline by its first command with a slot (the `EVAL`; `WAIT` alone
+//! would go to every master) and sends it whole on that master's
+//! connection, so the `WAIT` counts the replicas of the script's writes.
+//!
+//! The scripts never share a connection with subscriptions: the crate (1.8)
+//! restores a node's subscriptions with one multi-channel `SUBSCRIBE` sent
+//! as a one-reply command, and the server confirms each channel, so the
+//! extra confirmations would be taken as the replies of the requests sent
+//! next on that node's connection: one lock's grant read as another's.
+//! On the pub/sub connection only subscription replies can be shifted,
+//! which at worst lets a waiter retry a little before its subscription is
+//! confirmed (it then wakes at its fallback timer).
+//!
+//! Release notifications use classic pub/sub (`PUBLISH`/`SUBSCRIBE`), which
+//! a cluster broadcasts to every node, so a waiter hears a release whichever
+//! node it is subscribed on. Sharded pub/sub (`SPUBLISH`) would stay inside
+//! the slot's shard, but the scripts are one for every connection mode and
+//! Redisson's single-server waiters only hear `PUBLISH`; and a shard channel
+//! is slot-checked like a key, so a script could not `SPUBLISH` on the
+//! channel of a name whose channel lies in another slot (`a{`, `a}`).
+//! Redisson on a cluster uses sharded pub/sub by default
+//! (`shardedSubscriptionMode` AUTO); with it set to `OFF` its waiters and
+//! ours hear each other. Exclusion never depends on it: only wake-ups do.
+//!
+//! The executor is told of outages: a node's connection dropping reports
+//! [`ConnectionEvent::Disconnected`]; `Connected` follows once every master
+//! answers and every subscription is confirmed again, so the waiters that
+//! retry at once are heard.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use polylock_core::{Command, ConnectionEvent, Op, RedisOp};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
+
+use super::redis::{connect_error, install_rustls_provider, message_of, start_op, OpConnection};
+use super::{not_ours, Report, Reports, Started, Transport};
+use crate::error::{Error, Result};
+use crate::options::ClientOptions;
+use crate::url::{self, ClusterUrl};
+
+pub(crate) struct ClusterTransport {
+    commands: ClusterConnection,
+    pubsub: ClusterConnection,
+    request_timeout: Duration,
+    /// The channels subscribed: restored after an outage before `Connected`.
+    channels: Arc<Mutex<HashSet<String>>>,
+    /// Turns pushes into reports; ends with the transport.
+    supervisor: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ClusterTransport {
+    fn drop(&mut self) {
+        // It holds clones of the connections, which would otherwise live on.
+        self.supervisor.abort();
+    }
+}
+
+impl OpConnection for ClusterConnection {
+    async fn subscribe_to(mut self, channel: String) -> redis::RedisResult<()> {
+        self.subscribe(&channel).await
+    }
+
+    async fn unsubscribe_from(mut self, channel: String) -> redis::RedisResult<()> {
+        self.unsubscribe(&channel).await
+    }
+}
+
+/// The crate's retries: redirects go again at once; a node that is down,
+/// loading or migrating (`TRYAGAIN`) is retried a few times, within about
+/// half a second, before the core's own backoff takes over.
+const RETRIES: u32 = 6;
+const MIN_RETRY_WAIT_MS: u64 = 10;
+const MAX_RETRY_WAIT_MS: u64 = 500;
+
+/// Connects to the cluster through its seed nodes; pushes and outages go to `reports`.
+pub(crate) async fn connect(target: &ClusterUrl, opts: &ClientOptions, reports: Reports) -> Result<ClusterTransport> {
+    if target.tls {
+        install_rustls_provider();
+    }
+    let commands = open(target, opts, builder(target, opts)?).await?;
+    let (pushes, pushed) = tokio::sync::mpsc::unbounded_channel();
+    let pubsub_builder = builder(target, opts)?.use_protocol(redis::ProtocolVersion::RESP3).push_sender(pushes);
+    let pubsub = open(target, opts, pubsub_builder).await?;
+    let channels = Arc::new(Mutex::new(HashSet::new()));
+    let supervisor = tokio::spawn(supervise(
+        pushed,
+        reports,
+        commands.clone(),
+        pubsub.clone(),
+        channels.clone(),
+        opts.request_timeout,
+    ));
+    Ok(ClusterTransport { commands, pubsub, request_timeout: opts.request_timeout, channels, supervisor })
+}
+
+fn builder(target: &ClusterUrl, opts: &ClientOptions) -> Result<redis::cluster::ClusterClientBuilder> {
+    let mut builder = redis::cluster::ClusterClientBuilder::new(target.nodes.clone())
+        .connection_timeout(opts.connect_timeout)
+        .response_timeout(opts.request_timeout)
+        .retries(RETRIES)
+        .min_retry_wait(MIN_RETRY_WAIT_MS)
+        .max_retry_wait(MAX_RETRY_WAIT_MS);
+    if let Some(path) = &target.ca {
+        let pem =
+            std::fs::read(path).map_err(|e| connect_error(&target.addr, format!("cannot read CA {path}: {e}")))?;
+        builder = builder.certs(redis::TlsCertificates { client_tls: None, root_cert: Some(pem) });
+    }
+    Ok(builder)
+}
+
+async fn open(
+    target: &ClusterUrl,
+    opts: &ClientOptions,
+    builder: redis::cluster::ClusterClientBuilder,
+) -> Result<ClusterConnection> {
+    let client = builder
+        .build()
+        .map_err(|e| Error::InvalidUrl { url: url::redact(&target.nodes.join(",")), reason: e.to_string() })?;
+    tokio::time::timeout(opts.connect_timeout, client.get_async_connection())
+        .await
+        .map_err(|_| connect_error(&target.addr, "timed out"))?
+        .map_err(|e| connect_error(&target.addr, e))
+}
+
+impl Transport for ClusterTransport {
+    fn start(&self, cmd: Command) -> Started {
+        let Op::Redis(op) = cmd.op else { return not_ours("Redis", &cmd.op) };
+        match &op {
+            RedisOp::Subscribe { channel } => {
+                self.channels.lock().unwrap().insert(channel.clone());
+            }
+            RedisOp::Unsubscribe { channel } => {
+                self.channels.lock().unwrap().remove(channel);
+            }
+            RedisOp::Eval { .. } | RedisOp::EvalAcked { .. } => {}
+        }
+        start_op(&self.commands, &self.pubsub, self.request_timeout, op)
+    }
+}
+
+/// Forwards messages, and reports each outage: `Disconnected` when a node's
+/// connection drops, `Connected` once [`restore`] has seen the cluster
+/// whole again. A drop during a restore starts it over.
+async fn supervise(
+    mut pushed: tokio::sync::mpsc::UnboundedReceiver<redis::PushInfo>,
+    reports: Reports,
+    commands: ClusterConnection,
+    pubsub: ClusterConnection,
+    channels: Arc<Mutex<HashSet<String>>>,
+    timeout: Duration,
+) {
+    let mut restoring: Option<futures::future::BoxFuture<'static, ()>> = None;
+    loop {
+        let report = tokio::select! {
+            push = pushed.recv() => {
+                let Some(push) = push else { return };
+                match push.kind {
+                    redis::PushKind::Message => match message_of(&push) {
+                        Some(message) => Report::Notification(message),
+                        None => continue,
+                    },
+                    redis::PushKind::Disconnection => {
+                        let first = restoring.is_none();
+                        restoring =
+                            Some(Box::pin(restore(commands.clone(), pubsub.clone(), channels.clone(), timeout)));
+                        if !first {
+                            continue;
+                        }
+                        Report::Connection(ConnectionEvent::Disconnected)
+                    }
+                    _ => continue,
+                }
+            }
+            () = async { restoring.as_mut().expect("guarded").await }, if restoring.is_some() => {
+                restoring = None;
+                Report::Connection(ConnectionEvent::Connected)
+            }
+        };
+        if reports.send(report).is_err() {
+            // The executor is gone: nobody to tell.
+            return;
+        }
+    }
+}
+
+/// Returns once every master answers and every channel we hold is
+/// subscribed again (a channel whose node failed over is moved to the new
+/// owner by the crate; subscribing again confirms it), retrying with backoff.
+async fn restore(
+    commands: ClusterConnection,
+    pubsub: ClusterConnection,
+    channels: Arc<Mutex<HashSet<String>>>,
+    timeout: Duration,
+) {
+    let mut delay = Duration::from_millis(20);
+    loop {
+        tokio::time::sleep(delay).await;
+        if restored(&commands, &pubsub, &channels, timeout).await {
+            return;
+        }
+        delay = (delay * 2).min(Duration::from_secs(1));
+    }
+}
+
+async fn restored(
+    commands: &ClusterConnection,
+    pubsub: &ClusterConnection,
+    channels: &Mutex<HashSet<String>>,
+    timeout: Duration,
+) -> bool {
+    let every_master =
+        RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, Some(ResponsePolicy::AllSucceeded)));
+    let pinged = tokio::time::timeout(timeout, commands.clone().route_command(redis::cmd("PING"), every_master)).await;
+    if !matches!(pinged, Ok(Ok(_))) {
+        return false;
+    }
+    let wanted: Vec<String> = channels.lock().unwrap().iter().cloned().collect();
+    let subscribed = futures::future::join_all(
+        wanted.into_iter().map(|channel| tokio::time::timeout(timeout, pubsub.clone().subscribe_to(channel))),
+    )
+    .await;
+    subscribed.iter().all(|r| matches!(r, Ok(Ok(()))))
+}
