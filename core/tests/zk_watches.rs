@@ -114,3 +114,23 @@ fn a_waiter_that_looks_again_after_a_reconnection_drops_the_old_watch() {
     assert!(unwatches(&sent, watch), "{sent:?}");
     assert!(sent.iter().any(|c| matches!(c.op, Op::ZooKeeper(ZkOp::GetChildren { .. }))), "{sent:?}");
 }
+
+/// The getChildren pipelined with our create is answered after it, so it
+/// lists our node. If a list without it came anyway, it was read before the
+/// node was made: the claim reads the children again instead of making a
+/// second node (which would queue behind the first and leave it behind).
+#[test]
+fn a_pipelined_list_without_our_node_is_read_again() {
+    let mut m = machine();
+    m.acquire(T0, OWNER, AcquireOptions::default(), Nonce(2)).unwrap();
+    let create = m.poll_command().unwrap();
+    let list = m.poll_command().unwrap();
+    let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
+    m.handle_reply(T0, create.id, Reply::Created { path: format!("{path}0000000007"), czxid: 40 });
+    m.handle_reply(T0, list.id, Reply::Children(vec!["_c_other-lock-0000000003".into()]));
+    let sent = commands(&mut m);
+    assert!(
+        matches!(sent.as_slice(), [Command { op: Op::ZooKeeper(ZkOp::GetChildren { .. }), .. }]),
+        "expected one more getChildren: {sent:?}"
+    );
+}

@@ -237,7 +237,11 @@ impl ZkClaim {
     }
 
     /// Decide from a children list: held, watch the predecessor, or start over.
-    fn evaluate(&mut self, cx: &mut Cx<'_>, children: Vec<String>) -> Progress {
+    /// `pipelined`: the list went out with our create, so a list without our
+    /// node was read before the node was made (ZooKeeper answers a session in
+    /// order, so this should not happen): read the children again rather
+    /// than make a second node, which would queue behind the first.
+    fn evaluate(&mut self, cx: &mut Cx<'_>, children: Vec<String>, pipelined: bool) -> Progress {
         let Some((node, czxid)) = self.node.clone() else {
             return Progress::Pending;
         };
@@ -247,6 +251,10 @@ impl ZkClaim {
         }
         let sorted = sorted_contenders(children);
         let Some(index) = sorted.iter().position(|c| *c == node) else {
+            if pipelined {
+                self.send_list(cx, false);
+                return Progress::Pending;
+            }
             // Our node is gone although the session is not known to be
             // expired (deleted by someone, or the session just expired):
             // contend again with a new node.
@@ -337,7 +345,7 @@ impl ZkClaim {
     fn on_pipelined_children(&mut self, cx: &mut Cx<'_>, create: Option<RequestId>, reply: Reply) -> Progress {
         match reply {
             Reply::Children(children) if self.goal == Goal::Acquire && self.node.is_some() => {
-                self.evaluate(cx, children)
+                self.evaluate(cx, children, true)
             }
             Reply::Children(_) | Reply::NoNode | Reply::Failed(_) if create.is_some() => {
                 // The create is still unanswered; its reply decides what comes next.
@@ -397,7 +405,7 @@ impl ZkClaim {
     /// A missing parent means our node went with it.
     fn on_children(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
         match reply {
-            Reply::Children(children) => self.evaluate(cx, children),
+            Reply::Children(children) => self.evaluate(cx, children, false),
             Reply::NoNode => {
                 self.restart(cx);
                 Progress::Pending
