@@ -1,0 +1,147 @@
+//! Hot-path cost guards for ZooKeeper, counted and not timed: how many
+//! round trips a caller waits for, and how many requests reach the server,
+//! per uncontended acquire, acquire+release and handoff. The machine is
+//! answered by the simulation's ZooKeeper model, one session per client, in
+//! the order each session sent its requests (as ZooKeeper answers them).
+//!
+//! The bounds are the counts of the current design; a change that adds a
+//! request or a wait to the hot path fails here and must say why.
+
+#[allow(dead_code)]
+#[path = "sim/zk_model.rs"]
+mod zk_model;
+
+use polylock_core::{
+    AcquireOptions, Backend, Command, Event, Instant, LockConfig, LockMachine, LockName, Nonce, Notification, Op,
+    OwnerId, ReleaseProgress, ZkOp,
+};
+use zk_model::ZkModel;
+
+const T0: Instant = Instant::from_millis(1_000);
+
+/// Clients of one model server; client `c` has session `c + 1`.
+struct Bench {
+    zk: ZkModel,
+    machines: Vec<LockMachine>,
+    /// Requests that reached the server (an unwatch may send RemoveWatches: counted).
+    requests: usize,
+}
+
+impl Bench {
+    fn new(clients: usize) -> Self {
+        let mut zk = ZkModel::new();
+        let mut fired = Vec::new();
+        let containers = Op::ZooKeeper(ZkOp::CreateContainers { path: "/x".into() });
+        zk.apply(0, 1, polylock_core::RequestId(0), &containers, &mut fired);
+        let machines = (0..clients)
+            .map(|c| {
+                let cfg = LockConfig::new(Backend::ZooKeeper);
+                LockMachine::new(cfg, LockName::new("/x").unwrap(), Nonce(c as u128 + 1)).unwrap()
+            })
+            .collect();
+        Bench { zk, machines, requests: 0 }
+    }
+
+    /// One round trip of client `c`: everything it has sent goes to the
+    /// server, and the answers (and the watches they fire, to their
+    /// clients) come back. False if it had nothing to send.
+    fn round_trip(&mut self, c: usize) -> bool {
+        let sent: Vec<Command> = std::iter::from_fn(|| self.machines[c].poll_command()).collect();
+        if sent.is_empty() {
+            return false;
+        }
+        for cmd in sent {
+            self.requests += 1;
+            let mut fired = Vec::new();
+            let reply = self.zk.apply(c, c as u64 + 1, cmd.id, &cmd.op, &mut fired);
+            self.machines[c].handle_reply(T0, cmd.id, reply);
+            for (w, id) in fired {
+                self.machines[w].handle_notification(T0, Notification::WatchFired { id });
+            }
+        }
+        true
+    }
+
+    /// Round trips client `c` waits for until `done` sees the event it waits for.
+    fn round_trips_until(&mut self, c: usize, done: impl Fn(&Event) -> bool) -> usize {
+        let mut trips = 0;
+        loop {
+            if std::iter::from_fn(|| self.machines[c].poll_event()).any(|e| done(&e)) {
+                return trips;
+            }
+            assert!(self.round_trip(c), "client {c} waits with nothing sent");
+            trips += 1;
+        }
+    }
+
+    fn acquire(&mut self, c: usize) {
+        self.machines[c].acquire(T0, OwnerId(1), AcquireOptions::default(), Nonce(100 + c as u128)).unwrap();
+    }
+
+    /// Sends what the holder sent after its grant (the watch on its own
+    /// node, off the caller's path) and counts it.
+    fn settle(&mut self, c: usize) {
+        while self.round_trip(c) {}
+    }
+
+    fn release(&mut self, c: usize) {
+        let progress = self.machines[c].release(T0, OwnerId(1)).unwrap();
+        assert!(matches!(progress, ReleaseProgress::Releasing(_)), "{progress:?}");
+    }
+}
+
+fn granted(e: &Event) -> bool {
+    matches!(e, Event::Granted { .. })
+}
+
+fn released(e: &Event) -> bool {
+    matches!(e, Event::Released { .. })
+}
+
+/// Uncontended acquire: the create and the getChildren go out together and
+/// are answered in order, so the caller waits one round trip, and two
+/// requests reach the server before the grant.
+#[test]
+fn an_uncontended_acquire_waits_one_round_trip() {
+    let mut b = Bench::new(1);
+    b.acquire(0);
+    assert_eq!(b.round_trips_until(0, granted), 1, "round trips before the grant");
+    assert_eq!(b.requests, 2, "requests before the grant (create, getChildren)");
+}
+
+/// Uncontended acquire+release: one round trip each, four requests (create,
+/// getChildren, the holder's watch on its own node, delete).
+#[test]
+fn an_uncontended_acquire_and_release_wait_two_round_trips() {
+    let mut b = Bench::new(1);
+    b.acquire(0);
+    let acquire = b.round_trips_until(0, granted);
+    b.settle(0);
+    b.release(0);
+    let release = b.round_trips_until(0, released);
+    assert_eq!((acquire, release), (1, 1), "round trips (acquire, release)");
+    assert_eq!(b.requests, 4, "requests per acquire+release");
+    assert_eq!(b.zk.ephemeral_count(), 0, "nothing left on the server");
+}
+
+/// Handoff: the holder's delete fires the watch of the waiter behind it,
+/// which reads the children once more and is granted. Counted from the
+/// holder's release call: the holder waits one round trip (its delete), the
+/// waiter one more after the watch fires (its getChildren: a deleted
+/// predecessor does not prove that our own node is still there), and two
+/// requests reach the server.
+#[test]
+fn a_handoff_costs_the_waiter_one_round_trip_after_the_watch_fires() {
+    let mut b = Bench::new(2);
+    b.acquire(0);
+    b.round_trips_until(0, granted);
+    b.settle(0);
+    b.acquire(1);
+    b.settle(1); // create+getChildren, then the watch on the holder's node
+    assert!(std::iter::from_fn(|| b.machines[1].poll_event()).next().is_none(), "the waiter waits");
+    let before = b.requests;
+    b.release(0);
+    assert_eq!(b.round_trips_until(0, released), 1, "the holder's release");
+    assert_eq!(b.round_trips_until(1, granted), 1, "the waiter's round trips after the watch fired");
+    assert_eq!(b.requests - before, 2, "requests from the release to the grant (delete, getChildren)");
+}
