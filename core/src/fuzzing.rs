@@ -62,7 +62,7 @@ pub fn run(data: &[u8]) {
                 }
             }
             6 => {
-                let n = match b.byte().unwrap_or(0) % 2 {
+                let n = match b.byte().unwrap_or(0) % 3 {
                     0 => Notification::Message {
                         // Our nonces are 1.. (see acquire above): aim at a live claim's channel.
                         channel: format!(
@@ -72,7 +72,8 @@ pub fn run(data: &[u8]) {
                         ),
                         payload: b.u16().unwrap_or(0).to_string(),
                     },
-                    _ => Notification::WatchFired { id: pick(&mut b, &ids).unwrap_or(RequestId(0)) },
+                    1 => Notification::WatchFired { id: pick(&mut b, &ids).unwrap_or(RequestId(0)) },
+                    _ => Notification::NodeDeleted { id: pick(&mut b, &ids).unwrap_or(RequestId(0)) },
                 };
                 m.handle_notification(t, n);
             }

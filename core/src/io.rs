@@ -150,6 +150,11 @@ pub enum Notification {
     /// (the node was deleted or its data changed; the session's end comes as
     /// [`ConnectionEvent::SessionExpired`] instead).
     WatchFired { id: RequestId },
+    /// ZooKeeper: the watch set by the [`ZkOp::Stat`] command `id` fired
+    /// because its node was deleted (a driver that cannot tell the event's
+    /// type reports [`Notification::WatchFired`], which means "look again").
+    /// A waiter whose predecessor was first is then first itself.
+    NodeDeleted { id: RequestId },
 }
 
 /// The state of the connection (Redis) or session (ZooKeeper) a lock uses.

@@ -300,6 +300,14 @@ impl LockTable {
         }
     }
 
+    /// The lock and the machine's own id of the watch the table's command
+    /// `id` set, which has fired: it is forgotten.
+    fn fired_watch(&mut self, id: RequestId) -> Option<(String, RequestId)> {
+        let (name, local) = self.watches.remove(&id)?;
+        self.watch_ids.remove(&(name.clone(), local));
+        Some((name, local))
+    }
+
     /// A pub/sub message (routed by its channel) or a fired watch (by the
     /// id of the command that set it).
     pub fn handle_notification(&mut self, now: Instant, n: Notification) {
@@ -309,9 +317,12 @@ impl LockTable {
                 (name.clone(), Notification::Message { channel, payload })
             }
             Notification::WatchFired { id } => {
-                let Some((name, local)) = self.watches.remove(&id) else { return };
-                self.watch_ids.remove(&(name.clone(), local));
+                let Some((name, local)) = self.fired_watch(id) else { return };
                 (name, Notification::WatchFired { id: local })
+            }
+            Notification::NodeDeleted { id } => {
+                let Some((name, local)) = self.fired_watch(id) else { return };
+                (name, Notification::NodeDeleted { id: local })
             }
         };
         if let Some(e) = self.locks.get_mut(&name) {

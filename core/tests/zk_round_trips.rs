@@ -56,7 +56,7 @@ impl Bench {
             let reply = self.zk.apply(c, c as u64 + 1, cmd.id, &cmd.op, &mut fired);
             self.machines[c].handle_reply(T0, cmd.id, reply);
             for (w, id) in fired {
-                self.machines[w].handle_notification(T0, Notification::WatchFired { id });
+                self.machines[w].handle_notification(T0, Notification::NodeDeleted { id });
             }
         }
         true
@@ -124,24 +124,26 @@ fn an_uncontended_acquire_and_release_wait_two_round_trips() {
     assert_eq!(b.zk.ephemeral_count(), 0, "nothing left on the server");
 }
 
-/// Handoff: the holder's delete fires the watch of the waiter behind it,
-/// which reads the children once more and is granted. Counted from the
-/// holder's release call: the holder waits one round trip (its delete), the
-/// waiter one more after the watch fires (its getChildren: a deleted
-/// predecessor does not prove that our own node is still there), and two
-/// requests reach the server.
+/// Handoff: the holder's delete fires the watch of the waiter behind it.
+/// That waiter was next in line when it listed and its own node is watched
+/// (set with the predecessor's watch, no extra wait), so the deletion makes
+/// it first. Counted from the holder's release call: the holder waits one
+/// round trip (its delete), the waiter none after the watch fires, and one
+/// request reaches the server.
 #[test]
-fn a_handoff_costs_the_waiter_one_round_trip_after_the_watch_fires() {
+fn a_handoff_grants_the_next_waiter_without_another_round_trip() {
     let mut b = Bench::new(2);
     b.acquire(0);
     b.round_trips_until(0, granted);
     b.settle(0);
     b.acquire(1);
-    b.settle(1); // create+getChildren, then the watch on the holder's node
+    b.settle(1); // create+getChildren, then the watches on the holder's node and its own
     assert!(std::iter::from_fn(|| b.machines[1].poll_event()).next().is_none(), "the waiter waits");
     let before = b.requests;
     b.release(0);
     assert_eq!(b.round_trips_until(0, released), 1, "the holder's release");
-    assert_eq!(b.round_trips_until(1, granted), 1, "the waiter's round trips after the watch fired");
-    assert_eq!(b.requests - before, 2, "requests from the release to the grant (delete, getChildren)");
+    assert_eq!(b.round_trips_until(1, granted), 0, "the waiter's round trips after the watch fired");
+    assert_eq!(b.requests - before, 1, "requests from the release to the grant (the delete)");
+    b.settle(1);
+    assert_eq!(b.requests - before, 1, "the new holder's own watch was set while it waited");
 }

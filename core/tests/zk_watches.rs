@@ -134,3 +134,39 @@ fn a_pipelined_list_without_our_node_is_read_again() {
         "expected one more getChildren: {sent:?}"
     );
 }
+
+/// A waiter next in line is granted when its predecessor is deleted, without
+/// listing again, only while its own node is known to be there. If someone
+/// deleted it meanwhile (the server reports that first, in order), the
+/// predecessor's deletion grants nothing: the claim lists and starts over.
+#[test]
+fn a_waiter_whose_node_was_deleted_is_not_granted_when_its_predecessor_goes() {
+    let mut m = machine();
+    let (node, sent) = acquire_behind(&mut m, &["_c_other-lock-0000000003"], AcquireOptions::default());
+    let pred = predecessor_watch(&sent);
+    m.handle_reply(T0, pred, Reply::Stat { czxid: 30 });
+    let own = sent.iter().find(|c| matches!(&c.op, Op::ZooKeeper(ZkOp::Stat { path, watch: true }) if *path == node));
+    if let Some(own) = own {
+        m.handle_reply(T0, own.id, Reply::Stat { czxid: 40 });
+        m.handle_notification(T0, Notification::NodeDeleted { id: own.id });
+    }
+    m.handle_notification(T0, Notification::NodeDeleted { id: pred });
+    let events: Vec<Event> = std::iter::from_fn(|| m.poll_event()).collect();
+    assert!(!events.iter().any(|e| matches!(e, Event::Granted { .. })), "granted with its node deleted: {events:?}");
+    let sent = commands(&mut m);
+    assert!(sent.iter().any(|c| matches!(c.op, Op::ZooKeeper(ZkOp::GetChildren { .. }))), "{sent:?}");
+}
+
+/// The grant without listing again: next in line, own node watched, the
+/// predecessor deleted.
+#[test]
+fn a_waiter_next_in_line_is_granted_when_its_predecessor_is_deleted() {
+    let mut m = machine();
+    let (node, sent) = acquire_behind(&mut m, &["_c_other-lock-0000000003"], AcquireOptions::default());
+    let pred = predecessor_watch(&sent);
+    m.handle_reply(T0, pred, Reply::Stat { czxid: 30 });
+    m.handle_reply(T0, own_watch(&sent, &node), Reply::Stat { czxid: 40 });
+    m.handle_notification(T0, Notification::NodeDeleted { id: pred });
+    assert!(matches!(m.poll_event(), Some(Event::Granted { token: FencingToken(40), .. })));
+    assert_eq!(commands(&mut m), vec![], "no request between the deletion and the grant");
+}

@@ -679,7 +679,11 @@ impl World {
             if self.clients[w].partitioned {
                 continue; // cut off: it learns of the expiry instead
             }
-            self.push_input(w, Input::Notif(Notification::WatchFired { id }), 0);
+            // The model fires watches on deletions only. A driver may say
+            // so (`NodeDeleted`) or not (`WatchFired`): both are exercised.
+            let n =
+                if self.rng.chance(250) { Notification::WatchFired { id } } else { Notification::NodeDeleted { id } };
+            self.push_input(w, Input::Notif(n), 0);
         }
     }
 

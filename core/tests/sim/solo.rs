@@ -115,7 +115,8 @@ impl Solo {
                             let r = self.zk.apply(c, c as u64 + 1, cmd.id, op, &mut fired);
                             self.tables[c].handle_reply(now, cmd.id, r);
                             for (w, id) in fired {
-                                self.tables[w].handle_notification(now, polylock_core::Notification::WatchFired { id });
+                                self.tables[w]
+                                    .handle_notification(now, polylock_core::Notification::NodeDeleted { id });
                             }
                         }
                         (op, b) => panic!("{op:?} on {b:?}"),

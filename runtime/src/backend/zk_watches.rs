@@ -96,7 +96,12 @@ async fn wait_on_all(table: std::sync::Weak<Watches>, reports: Reports, mut rx: 
                 if let Some(t) = table.upgrade() {
                     t.ended(id);
                 }
-                if fired && reports.send(Report::Notification(Notification::WatchFired { id })).is_err() {
+                let n = match fired {
+                    Fired::Deleted => Notification::NodeDeleted { id },
+                    Fired::Changed => Notification::WatchFired { id },
+                    Fired::Not => continue,
+                };
+                if reports.send(Report::Notification(n)).is_err() {
                     return;
                 }
             }
@@ -104,12 +109,25 @@ async fn wait_on_all(table: std::sync::Weak<Watches>, reports: Reports, mut rx: 
     }
 }
 
-/// Waits for the node to change or the watch to be unwanted. The session's
-/// end is not reported: the session task reports it to every lock.
-async fn wait_one(w: Waiting) -> (RequestId, bool) {
+/// How a watch ended.
+enum Fired {
+    /// Its node was deleted (a waiter behind the first contender is first).
+    Deleted,
+    /// Its node changed otherwise: the claim looks again.
+    Changed,
+    /// Unwanted, or the session's end, which the session task reports to every lock.
+    Not,
+}
+
+/// Waits for the node to change or the watch to be unwanted.
+async fn wait_one(w: Waiting) -> (RequestId, Fired) {
     let Waiting { id, watcher, unwanted } = w;
     tokio::select! {
-        event = watcher.changed() => (id, event.event_type != zk::EventType::Session),
-        _ = unwanted => (id, false),
+        event = watcher.changed() => (id, match event.event_type {
+            zk::EventType::NodeDeleted => Fired::Deleted,
+            zk::EventType::Session => Fired::Not,
+            _ => Fired::Changed,
+        }),
+        _ = unwanted => (id, Fired::Not),
     }
 }

@@ -78,10 +78,20 @@ pub(crate) struct ZkClaim {
     /// Since when the connection has been down, if it is: a grant that
     /// arrives meanwhile counts its loss deadline from then.
     down_since: Option<crate::Instant>,
-    /// While held: the getData+watch on our own node (`None`: to be sent).
+    /// While held, or waiting behind the first contender: the getData+watch
+    /// on our own node (`None`: to be sent).
     own_watch: Option<RequestId>,
+    /// The server has answered `own_watch`: our node existed when the watch
+    /// was set, and it has not fired since.
+    own_watch_set: bool,
     /// Whether the server's latest answer was a transient refusal.
     refusals: Refusals,
+    /// While watching: the predecessor was the first contender in a list
+    /// read after our create. Sequence numbers only grow, so nobody can
+    /// come between it and us: once it is deleted, and our own node is
+    /// known to be there (`own_watch_set`), we are first without reading
+    /// the children again.
+    behind_first: bool,
 }
 
 impl ZkClaim {
@@ -129,7 +139,9 @@ impl ZkClaim {
             watchdog_at: None,
             down_since,
             own_watch: None,
+            own_watch_set: false,
             refusals: Refusals::default(),
+            behind_first: false,
         }
     }
 
@@ -163,10 +175,21 @@ impl ZkClaim {
     /// Watches our node while held: if anyone deletes it, we must say so.
     /// One request after the grant, off the caller's path: the grant does
     /// not wait for its reply.
+    /// Already set while waiting (behind the first contender), it is kept.
     fn watch_own_node(&mut self, cx: &mut Cx<'_>) {
         let Some((node, _)) = self.node.clone() else { return };
         self.timers.clear(Timer::Retry);
+        if self.own_watch.is_some() {
+            return;
+        }
+        self.own_watch_set = false;
         self.own_watch = Some(cx.out.send(ZkOp::Stat { path: self.node_path(&node), watch: true }));
+    }
+
+    /// Our own watch is gone (fired, failed, or its node or session is).
+    fn forget_own_watch(&mut self) {
+        self.own_watch = None;
+        self.own_watch_set = false;
     }
 
     /// Leaving `Watching` other than by the watch firing: the driver may drop it.
@@ -223,6 +246,7 @@ impl ZkClaim {
         self.generation += 1;
         self.uuid = self.nonce.derive(self.generation).to_uuid();
         self.node = None;
+        self.forget_own_watch();
         self.send_create(cx);
     }
 
@@ -279,7 +303,32 @@ impl ZkClaim {
         let predecessor = &sorted[index - 1];
         let req = cx.out.send(ZkOp::Stat { path: self.node_path(predecessor), watch: true });
         self.phase = Phase::Watching { req };
+        // Next in line: watch our own node too (sent with the predecessor's
+        // watch, so no wait), which the grant would set anyway.
+        self.behind_first = index == 1;
+        if self.behind_first {
+            self.watch_own_node(cx);
+        }
         Progress::Pending
+    }
+
+    /// The predecessor we watch is gone. Next in line with our node known
+    /// to be there (see `behind_first`), we are first: held. Else look at
+    /// the children again.
+    fn on_predecessor_gone(&mut self, cx: &mut Cx<'_>) -> Progress {
+        if !(self.behind_first && self.own_watch_set && self.goal == Goal::Acquire) {
+            self.send_list(cx, false);
+            return Progress::Pending;
+        }
+        self.backoff.reset();
+        let czxid = self.node.as_ref().map_or(-1, |(_, z)| *z);
+        if !self.enter_held(cx) {
+            return Progress::Pending;
+        }
+        let Ok(token) = u64::try_from(czxid) else {
+            return Progress::Fatal(Error::Protocol(format!("negative czxid {czxid}")));
+        };
+        Progress::Granted(FencingToken(token))
     }
 
     /// Children listed while our create's outcome is unknown.
@@ -421,11 +470,8 @@ impl ZkClaim {
         match reply {
             // The watch is set: wait for it to fire.
             Reply::Stat { .. } => Progress::Pending,
-            // The predecessor left before we looked: look again.
-            Reply::NoNode => {
-                self.send_list(cx, false);
-                Progress::Pending
-            }
+            // The predecessor left before we looked.
+            Reply::NoNode => self.on_predecessor_gone(cx),
             Reply::Failed(_) => self.on_failure(cx, Phase::Listing { list: None }),
             other => unexpected("stat", other),
         }
@@ -436,18 +482,52 @@ impl ZkClaim {
     fn on_own_watch_set(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
         match reply {
             // Our node is watched.
-            Reply::Stat { .. } => Progress::Pending,
+            Reply::Stat { .. } => {
+                self.own_watch_set = true;
+                Progress::Pending
+            }
             Reply::NoNode => {
                 self.timers.clear_all();
                 Progress::Lost(LossReason::NodeDeleted)
             }
             Reply::Failed(_) => {
                 // Still held; the retry timer sets the watch again.
-                self.own_watch = None;
+                self.forget_own_watch();
                 self.retry_later(cx);
                 Progress::Pending
             }
             other => unexpected("stat", other),
+        }
+    }
+
+    /// The stat+watch on our own node set while not (yet) held. Our node
+    /// gone: look at the children again (which finds it gone and starts
+    /// over). No answer: we are granted the slow way, by listing.
+    fn on_own_watch_before_grant(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
+        match reply {
+            Reply::Stat { .. } => {
+                self.own_watch_set = true;
+                Progress::Pending
+            }
+            Reply::NoNode => {
+                self.forget_own_watch();
+                self.look_again_if_watching(cx);
+                Progress::Pending
+            }
+            Reply::Failed(_) => {
+                self.forget_own_watch();
+                Progress::Pending
+            }
+            other => unexpected("stat", other),
+        }
+    }
+
+    /// Our own node changed (deleted by someone) before the grant: if we
+    /// are waiting, look at the children again instead of waiting on.
+    fn look_again_if_watching(&mut self, cx: &mut Cx<'_>) {
+        if matches!(self.phase, Phase::Watching { .. }) {
+            self.unwatch_predecessor(cx);
+            self.send_list(cx, false);
         }
     }
 
@@ -529,7 +609,7 @@ impl Claim for ZkClaim {
     }
 
     fn owns(&self, id: RequestId) -> bool {
-        if self.phase == Phase::Held && self.own_watch == Some(id) {
+        if self.own_watch == Some(id) && self.phase != Phase::Finished {
             return true;
         }
         match &self.phase {
@@ -553,6 +633,7 @@ impl Claim for ZkClaim {
             Phase::Listing { list: Some(l) } if l == id => self.on_children(cx, reply),
             Phase::Watching { req } if req == id => self.on_predecessor_stat(cx, reply),
             Phase::Held if self.own_watch == Some(id) => self.on_own_watch_set(cx, reply),
+            _ if self.own_watch == Some(id) => self.on_own_watch_before_grant(cx, reply),
             Phase::Deleting { req: Some(r) } if r == id => self.on_deleted(cx, reply),
             _ => Progress::Pending,
         };
@@ -566,6 +647,9 @@ impl Claim for ZkClaim {
 
     fn on_notification(&mut self, cx: &mut Cx<'_>, n: &Notification) -> Progress {
         match (n, &self.phase) {
+            (Notification::NodeDeleted { id }, Phase::Watching { req }) if id == req => {
+                return self.on_predecessor_gone(cx);
+            }
             (Notification::WatchFired { id }, Phase::Watching { req }) if id == req => {
                 self.send_list(cx, false);
             }
@@ -573,9 +657,17 @@ impl Claim for ZkClaim {
             // (the driver does not report the session's end here, and nobody
             // writes a lock node's data), so the next contender may be
             // granted now.
-            (Notification::WatchFired { id }, Phase::Held) if self.own_watch == Some(*id) => {
+            (Notification::WatchFired { id } | Notification::NodeDeleted { id }, Phase::Held)
+                if self.own_watch == Some(*id) =>
+            {
                 self.timers.clear_all();
                 return Progress::Lost(LossReason::NodeDeleted);
+            }
+            // Our own node changed before the grant: nobody but us deletes
+            // it while the session lives, so someone did; do not count on it.
+            (Notification::WatchFired { id } | Notification::NodeDeleted { id }, _) if self.own_watch == Some(*id) => {
+                self.forget_own_watch();
+                self.look_again_if_watching(cx);
             }
             _ => {}
         }
