@@ -11,9 +11,14 @@
 //!   Curator and polylock contenders on one path form one queue.
 //! - Index 0 holds the lock; anyone else watches only its immediate
 //!   predecessor (getData with a watch), so a release wakes one waiter.
+//! - The waiter at index 1 also watches its own node (sent with the
+//!   predecessor's watch). When the predecessor is deleted it holds the
+//!   lock without listing again: sequence numbers only grow, so nobody can
+//!   sort between them, and its own node is known to be there (a deletion
+//!   of it comes first, in order, and sends it back to listing).
 //! - While held, our own node is watched (the watch goes out with the
-//!   grant, not before it), so a holder whose node someone else deletes is
-//!   told at once.
+//!   grant, or earlier for the waiter next in line, above), so a holder
+//!   whose node someone else deletes is told at once.
 //! - Fencing token: the czxid of our node, which grows across the ensemble
 //!   and survives the parent's deletion (the sequence number does not).
 //!
