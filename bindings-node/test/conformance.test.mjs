@@ -11,13 +11,15 @@
 // POLYLOCK_NODE_ENTRY=polylock/wasm runs the same scenarios through the
 // WebAssembly package (Redis only: see NOT_IN_WASM for what it cannot express).
 //
-// Backend `sentinel`: every Redis scenario once more through the
-// redis+sentinel:// URL of POLYLOCK_TEST_SENTINEL (scripts/services start
-// --sentinel), same expected results; the server_* and expire_lease steps
-// look at the master the sentinels name. Every scenario with a `redis`
-// backend is repeated; the `any` ones are not (their only steps are connects
-// to URLs of their own, so a repeat would be the same run). Skipped, saying
-// why, when unset.
+// Backends `sentinel` and `cluster` (REDIS_VARIANTS): every Redis scenario
+// once more through the redis+sentinel:// URL of POLYLOCK_TEST_SENTINEL
+// (scripts/services start --sentinel) and the redis+cluster:// URL of
+// POLYLOCK_TEST_CLUSTER (scripts/services start --cluster), same expected
+// results; the server_* and expire_lease steps look at the master the
+// sentinels name, or at the cluster master that serves the lock's slot.
+// Every scenario with a `redis` backend is repeated; the `any` ones are not
+// (their only steps are connects to URLs of their own, so a repeat would be
+// the same run). Skipped, saying why, when the variable is unset.
 import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { describe, it } from 'node:test'
@@ -33,6 +35,7 @@ const NOT_IN_WASM = {
   zookeeper: 'polylock/wasm speaks Redis only (see the README: no pure-JS ZooKeeper client on npm has what the core needs)',
   'unreachable-zookeeper': 'polylock/wasm refuses a zk:// URL as invalid_url before any connection is tried',
   sentinel: 'polylock/wasm speaks to one Redis server and refuses redis+sentinel:// (bindings-wasm/src/driver.rs)',
+  cluster: 'polylock/wasm speaks to one Redis server and refuses redis+cluster:// (bindings-wasm/src/driver.rs)',
 }
 
 const dir = new URL('../../tests/conformance/', import.meta.url)
@@ -43,9 +46,24 @@ const scenarios = readdirSync(dir)
 const urls = {
   redis: process.env.POLYLOCK_TEST_REDIS,
   zookeeper: process.env.POLYLOCK_TEST_ZK,
-  sentinel: process.env.POLYLOCK_TEST_SENTINEL,
 }
-const SENTINEL_UNSET = 'POLYLOCK_TEST_SENTINEL is unset: run scripts/services start --sentinel'
+/**
+ * The Redis deployments besides the single server on which every Redis
+ * scenario runs once more: its URL (unset: skipped, saying `unset`), and
+ * `direct(url, name)`, the redis:// URL of the server that holds lock `name`.
+ */
+const REDIS_VARIANTS = {
+  sentinel: {
+    url: process.env.POLYLOCK_TEST_SENTINEL,
+    unset: 'POLYLOCK_TEST_SENTINEL is unset: run scripts/services start --sentinel',
+    direct: (url) => sentinelMaster(url),
+  },
+  cluster: {
+    url: process.env.POLYLOCK_TEST_CLUSTER,
+    unset: 'POLYLOCK_TEST_CLUSTER is unset: run scripts/services start --cluster',
+    direct: (url, name) => slotMaster(url, name),
+  },
+}
 
 /** redis:// URL of the master, as the first answering sentinel's INFO names it. */
 async function sentinelMaster(url) {
@@ -67,6 +85,26 @@ async function sentinelMaster(url) {
     }
   }
   throw new Error(`no sentinel of ${url} names a master`)
+}
+
+/**
+ * redis:// URL of the master that serves `key`'s slot in the cluster of a
+ * redis+cluster:// URL: the node the first seed redirects a read of `key`
+ * to (MOVED, as `redis-cli -c` follows it), or that seed if it serves the slot.
+ */
+async function slotMaster(url, key) {
+  const seed = `redis://${url.split('://')[1].split('@').pop().split(/[/?,]/)[0]}`
+  const raw = await rawRedis(seed)
+  try {
+    await raw.command('EXISTS', key)
+    return seed
+  } catch (e) {
+    const moved = e.message.match(/^MOVED \d+ (\S+)$/)
+    if (!moved) throw e
+    return `redis://${moved[1]}`
+  } finally {
+    raw.close()
+  }
 }
 
 function outcome(e, timeoutMs) {
@@ -156,11 +194,12 @@ class Owner {
 }
 
 async function runScenario(sc, backend) {
-  const url = urls[backend]
-  // Where the server_* steps look: under Sentinel the master, else the URL itself.
-  const direct = backend === 'sentinel' ? await sentinelMaster(url) : url
-  const redis = backend === 'redis' || backend === 'sentinel'
+  const variant = REDIS_VARIANTS[backend]
+  const url = variant?.url ?? urls[backend]
   const name = unique(`conf-${sc.name}`)
+  // Where the server_* steps look: the URL itself, or the server of a variant that holds the lock.
+  const direct = variant ? await variant.direct(url, name) : url
+  const redis = backend === 'redis' || variant !== undefined
   const findings = []
   const clients = []
   const options = { _debugFaults: backend === 'zookeeper', sessionTimeoutMs: 2000 }
@@ -339,8 +378,10 @@ async function runScenario(sc, backend) {
 
 describe('conformance scenarios', { concurrency: true }, () => {
   for (const sc of scenarios) {
-    for (const backend of sc.backends.includes('redis') ? [...sc.backends, 'sentinel'] : sc.backends) {
-      const unset = backend === 'sentinel' && !urls.sentinel && SENTINEL_UNSET
+    const backends = sc.backends.includes('redis') ? [...sc.backends, ...Object.keys(REDIS_VARIANTS)] : sc.backends
+    for (const backend of backends) {
+      const variant = REDIS_VARIANTS[backend]
+      const unset = variant !== undefined && !variant.url && variant.unset
       const skip = (wasm && (NOT_IN_WASM[backend] ?? NOT_IN_WASM[sc.name])) || unset || false
       it(`${sc.name} on ${backend}`, { timeout: 60_000, skip }, async (t) => {
         const findings = await runScenario(sc, backend)

@@ -41,12 +41,16 @@ is a DEL of the lock key (Redis) or the private
 with ``_debug_faults=True`` and a 2 s session). ``server_*`` read the
 servers directly (redis-py, kazoo).
 
-Backend ``sentinel``: every Redis scenario once more through the
-``redis+sentinel://`` URL of POLYLOCK_TEST_SENTINEL (``scripts/services
-start --sentinel``), with the same expected results; ``server_*`` and
-``expire_lease`` then look at the master the sentinels name. No scenario is
-left out there: the ``connect`` steps name their own URLs. When the variable
-is unset these cases are skipped, saying so.
+Backends ``sentinel`` and ``cluster`` (``REDIS_VARIANTS``): every Redis
+scenario once more through the ``redis+sentinel://`` URL of
+POLYLOCK_TEST_SENTINEL (``scripts/services start --sentinel``) and the
+``redis+cluster://`` URL of POLYLOCK_TEST_CLUSTER (``scripts/services start
+--cluster``), with the same expected results; ``server_*`` and
+``expire_lease`` then look at the master the sentinels name, or, on the
+cluster, at the master of the lock's slot (through redis-py's
+``RedisCluster``, which routes each key there). No scenario is left out
+there: the ``connect`` steps name their own URLs. When a variable is unset
+its cases are skipped, saying so.
 """
 
 from __future__ import annotations
@@ -59,7 +63,7 @@ import threading
 import time
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import polylock
 import pytest
@@ -69,8 +73,38 @@ from kazoo.client import KazooClient
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "tests" / "conformance"
 STEP_LIMIT = 60.0  # seconds: a step that takes longer is a hang, not a wait
-SENTINEL = os.environ.get("POLYLOCK_TEST_SENTINEL")
-SENTINEL_UNSET = "POLYLOCK_TEST_SENTINEL is unset: run scripts/services start --sentinel"
+
+
+class Variant(NamedTuple):
+    """A Redis deployment that every Redis scenario runs on once more."""
+
+    url: str | None  # None: its variable is unset, and its cases are skipped
+    unset: str  # the reason given for skipping them
+    # from the URL, a client that reads the servers holding the locks
+    inspector: Callable[[str], redis.Redis | redis.RedisCluster]
+
+
+def _variant(backend: str, var: str, inspector: Callable[[str], Any]) -> Variant:
+    unset = f"{var} is unset: run scripts/services start --{backend}"
+    return Variant(os.environ.get(var), unset, inspector)
+
+
+def _sentinel_master(url: str) -> redis.Redis:
+    return redis.Redis(*_master_addr(url))
+
+
+def _cluster(url: str) -> redis.RedisCluster:
+    """redis-py's cluster client on the URL's seeds: it sends each key's
+    command to the master of the key's slot."""
+    hosts = url.split("://", 1)[1].rsplit("@", 1)[-1].split("?")[0].split(",")
+    seeds = [redis.cluster.ClusterNode(h, int(p)) for h, p in (h.rsplit(":", 1) for h in hosts)]
+    return redis.RedisCluster(startup_nodes=seeds)
+
+
+REDIS_VARIANTS = {
+    "sentinel": _variant("sentinel", "POLYLOCK_TEST_SENTINEL", _sentinel_master),
+    "cluster": _variant("cluster", "POLYLOCK_TEST_CLUSTER", _cluster),
+}
 
 
 def _load() -> list[tuple[str, str, str]]:
@@ -85,7 +119,7 @@ def _load() -> list[tuple[str, str, str]]:
                     continue
                 cases.append((f.stem, backend, mode))
                 if backend == "redis":
-                    cases.append((f.stem, "sentinel", mode))
+                    cases.extend((f.stem, variant, mode) for variant in REDIS_VARIANTS)
     return cases
 
 
@@ -197,7 +231,12 @@ class Run:
     def __init__(self, sc: dict[str, Any], backend: str, mode: str, raw: Raw) -> None:
         self.sc, self.backend, self.mode, self.raw = sc, backend, mode, raw
         self.ctx = ""
-        self.url = SENTINEL if backend == "sentinel" else url_of(backend)
+        variant = REDIS_VARIANTS.get(backend)
+        if variant is None:
+            self.url = url_of(backend)
+        else:
+            assert variant.url, variant.unset
+            self.url = variant.url
         self.name = unique(f"conformance-{sc['name']}")
         opts: dict[str, Any] = {"session_timeout": 2.0, "_debug_faults": True}
         if "lease_ms" in sc:
@@ -430,13 +469,14 @@ class Raw:
         self.redis = redis.Redis.from_url(redis_url())
         self.zk = KazooClient(hosts=zk_url().removeprefix("zk://"))
         self.zk.start(timeout=10)
-        self.master = redis.Redis(*_master_addr(SENTINEL)) if SENTINEL else None
+        self.variants = {b: v.inspector(v.url) for b, v in REDIS_VARIANTS.items() if v.url}
 
-    def redis_of(self, backend: str) -> redis.Redis:
-        """The server a Redis backend's locks live on: under Sentinel, the master."""
-        if backend == "sentinel":
-            assert self.master is not None, SENTINEL_UNSET
-            return self.master
+    def redis_of(self, backend: str) -> redis.Redis | redis.RedisCluster:
+        """Where a Redis backend's locks live: under Sentinel the master,
+        on a cluster (a client for) each slot's master."""
+        if backend in REDIS_VARIANTS:
+            assert backend in self.variants, REDIS_VARIANTS[backend].unset
+            return self.variants[backend]
         return self.redis
 
     def _children(self, name: str) -> list[str]:
@@ -461,8 +501,8 @@ class Raw:
 
     def close(self) -> None:
         self.redis.close()
-        if self.master is not None:
-            self.master.close()
+        for inspector in self.variants.values():
+            inspector.close()
         self.zk.stop()
         self.zk.close()
 
@@ -500,7 +540,7 @@ def conformance_runs(
         for item in request.session.items
         if getattr(item, "originalname", None) == "test_scenario" and hasattr(item, "callspec")
     ]
-    selected = [c for c in selected if SENTINEL or c[1] != "sentinel"]
+    selected = [c for c in selected if c[1] not in REDIS_VARIANTS or REDIS_VARIANTS[c[1]].url]
     raw = Raw()
     pool = cf.ThreadPoolExecutor(max_workers=24, thread_name_prefix="scenario")
     runs = {case: pool.submit(_run_case, case, raw) for case in selected}
@@ -513,6 +553,7 @@ def conformance_runs(
 def test_scenario(
     case: tuple[str, str, str], conformance_runs: dict[tuple[str, str, str], cf.Future[None]]
 ) -> None:
-    if case[1] == "sentinel" and not SENTINEL:
-        pytest.skip(SENTINEL_UNSET)
+    variant = REDIS_VARIANTS.get(case[1])
+    if variant and not variant.url:
+        pytest.skip(variant.unset)
     conformance_runs[case].result(timeout=300)

@@ -26,9 +26,31 @@ fn outcome(r: &Result<u64, Error>) -> &'static str {
     }
 }
 
+/// The Redis deployments besides the single server on which every Redis
+/// scenario runs once more, with the same expected results, when their
+/// servers run: (backend, the variable naming its URL, what starts it).
+/// None leaves a scenario out: the only steps that name an address are the
+/// `connect` ones, and they name URLs of their own.
+const REDIS_VARIANTS: [(&str, &str, &str); 2] = [
+    ("sentinel", "POLYLOCK_TEST_SENTINEL", "scripts/services start --sentinel"),
+    ("cluster", "POLYLOCK_TEST_CLUSTER", "scripts/services start --cluster"),
+];
+
+/// `redis://` URL of the server that holds lock `name`, to look at it
+/// directly: the URL itself; under Sentinel the master the sentinels name;
+/// on a cluster the master of the name's slot (every key of a conformance
+/// lock is in that slot: their names hold no braces).
+async fn direct_url(backend: &str, url: &str, name: &str) -> String {
+    match backend {
+        "sentinel" => format!("redis://{}", master_addr(url).await),
+        "cluster" => slot_master(url, name).await,
+        _ => url.to_owned(),
+    }
+}
+
 struct Run {
     backend: &'static str,
-    /// The server itself, to look at it (under Sentinel: the master).
+    /// The server itself, to look at it (see [`direct_url`]).
     url: String,
     name: String,
     clients: Vec<Client>,
@@ -53,37 +75,35 @@ impl Run {
 
     async fn server_held(&self) -> bool {
         match self.backend {
-            "redis" => {
+            "zookeeper" => !zk_children(&self.url, &self.name).await.is_empty(),
+            _ => {
                 let mut c = raw_redis(&self.url).await;
                 let n: i64 = redis::cmd("EXISTS").arg(&self.name).query_async(&mut c).await.unwrap();
                 n == 1
             }
-            _ => !zk_children(&self.url, &self.name).await.is_empty(),
         }
     }
 
     async fn server_waiters(&self) -> u64 {
         match self.backend {
-            "redis" => {
+            "zookeeper" => zk_children(&self.url, &self.name).await.len().saturating_sub(1) as u64,
+            _ => {
                 let mut c = raw_redis(&self.url).await;
                 let q = format!("polylock_queue:{{{}}}", self.name);
                 redis::cmd("ZCARD").arg(q).query_async(&mut c).await.unwrap()
             }
-            _ => zk_children(&self.url, &self.name).await.len().saturating_sub(1) as u64,
         }
     }
 
     async fn server_clean(&self) -> bool {
         match self.backend {
-            "redis" => redis_leftovers(&self.url, &self.name).await.is_empty(),
-            _ => zk_children(&self.url, &self.name).await.is_empty(),
+            "zookeeper" => zk_children(&self.url, &self.name).await.is_empty(),
+            _ => redis_leftovers(&self.url, &self.name).await.is_empty(),
         }
     }
 }
 
-/// `raw`: where the test looks at the server directly (`url` itself, or
-/// under Sentinel the master's `redis://` URL).
-async fn run_scenario(sc: &Value, backend: &'static str, url: String, raw: String) {
+async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
     let scenario = sc["name"].as_str().unwrap();
     let mut opts = ClientOptions { session_timeout: Duration::from_secs(2), debug_faults: true, ..Default::default() };
     if let Some(ms) = sc["lease_ms"].as_u64() {
@@ -93,10 +113,12 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String, raw: Strin
     for _ in 0..sc["clients"].as_u64().unwrap() {
         clients.push(client_with(&url, opts.clone()).await);
     }
+    let name = unique(&format!("conformance-{scenario}"));
+    let raw = direct_url(backend, &url, &name).await;
     let mut run = Run {
         backend,
         url: raw.clone(),
-        name: unique(&format!("conformance-{scenario}")),
+        name,
         clients,
         tokens: HashMap::new(),
         background: HashMap::new(),
@@ -177,11 +199,11 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String, raw: Strin
                 assert!(ok, "{ctx}: {} waiters on the server", run.server_waiters().await);
             }
             "expire_lease" => match backend {
-                "redis" => {
+                "zookeeper" => run.clients[c].debug_expire_session().await.unwrap(),
+                _ => {
                     let mut raw = raw_redis(&raw).await;
                     let _: i64 = redis::cmd("DEL").arg(&run.name).query_async(&mut raw).await.unwrap();
                 }
-                _ => run.clients[c].debug_expire_session().await.unwrap(),
             },
             "await_lost" => {
                 let w = run.loss.get(&(c, owner)).expect("await_lost needs a grant").clone();
@@ -231,11 +253,13 @@ async fn every_scenario_on_every_backend() {
         .collect();
     files.sort();
     assert!(files.len() >= 20, "expected at least 20 scenarios, found {}", files.len());
-    // Under Sentinel too, when the set runs: every Redis scenario once more.
-    let sentinel = match sentinel_url() {
-        Some(url) => Some((format!("redis://{}", master_addr(&url).await), url)),
-        None => None,
-    };
+    let mut variants = Vec::new();
+    for (backend, var, start) in REDIS_VARIANTS {
+        match std::env::var(var) {
+            Ok(url) => variants.push((backend, url)),
+            Err(_) => eprintln!("skipped: every Redis scenario on {backend}: {var} is unset (run `{start}`)"),
+        }
+    }
     let mut runs = Vec::new();
     for f in &files {
         let sc: Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
@@ -245,12 +269,14 @@ async fn every_scenario_on_every_backend() {
                 "zookeeper" => ("zookeeper", zk_url()),
                 other => panic!("unknown backend {other}"),
             };
-            if let (Some((master, sentinel)), "redis") = (&sentinel, backend) {
-                let (sc, master, sentinel) = (sc.clone(), master.clone(), sentinel.clone());
-                runs.push(tokio::spawn(async move { run_scenario(&sc, backend, sentinel, master).await }));
+            if backend == "redis" {
+                for (variant, variant_url) in &variants {
+                    let (sc, variant, variant_url) = (sc.clone(), *variant, variant_url.clone());
+                    runs.push(tokio::spawn(async move { run_scenario(&sc, variant, variant_url).await }));
+                }
             }
             let sc = sc.clone();
-            runs.push(tokio::spawn(async move { run_scenario(&sc, backend, url.clone(), url).await }));
+            runs.push(tokio::spawn(async move { run_scenario(&sc, backend, url).await }));
         }
     }
     let n = runs.len();

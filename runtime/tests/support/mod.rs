@@ -56,6 +56,23 @@ pub async fn master_addr(url: &str) -> String {
     panic!("no sentinel of {url} names a master");
 }
 
+/// `redis://host:port` of the master that serves `key`'s slot in the
+/// cluster of a `redis+cluster://` URL: the node the first seed redirects
+/// a read of `key` to (`MOVED`, as `redis-cli -c` follows it), or that seed
+/// when it serves the slot itself.
+pub async fn slot_master(url: &str, key: &str) -> String {
+    let seed = url.split("://").nth(1).unwrap().rsplit('@').next().unwrap().split(['/', '?']).next().unwrap();
+    let seed = format!("redis://{}", seed.split(',').next().unwrap());
+    let read: redis::RedisResult<i64> = redis::cmd("EXISTS").arg(key).query_async(&mut raw_redis(&seed).await).await;
+    match read {
+        Ok(_) => seed,
+        Err(e) => match e.redirect_node() {
+            Some((addr, _slot)) => format!("redis://{addr}"),
+            None => panic!("{seed}: EXISTS {key}: {e}"),
+        },
+    }
+}
+
 /// Both backends, for tests that must hold on each.
 pub fn backends() -> Vec<(&'static str, String)> {
     vec![("redis", redis_url()), ("zookeeper", zk_url())]

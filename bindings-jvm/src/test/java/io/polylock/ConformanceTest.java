@@ -12,6 +12,7 @@ import java.nio.file.Paths;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.Callable;
@@ -24,6 +25,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
+import java.util.function.Function;
 import java.util.stream.Stream;
 
 import org.apache.zookeeper.ZooKeeper;
@@ -32,6 +34,7 @@ import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.DynamicTest;
 import org.junit.jupiter.api.TestFactory;
 import redis.clients.jedis.JedisPooled;
+import redis.clients.jedis.UnifiedJedis;
 
 /**
  * Runs every scenario of tests/conformance/ (see its README) through the
@@ -62,12 +65,16 @@ import redis.clients.jedis.JedisPooled;
  * thread calls {@code lockAsync()} and stays free; {@code await} waits for
  * the future, {@code cancel} cancels it.
  *
- * <p>Backend {@code sentinel}: every Redis scenario once more through the
- * {@code redis+sentinel://} URL of POLYLOCK_TEST_SENTINEL ({@code
- * scripts/services start --sentinel}), same expected results; the {@code
+ * <p>Backends {@code sentinel} and {@code cluster} ({@link #redisVariants}):
+ * every Redis scenario once more through the {@code redis+sentinel://} URL of
+ * POLYLOCK_TEST_SENTINEL ({@code scripts/services start --sentinel}) and the
+ * {@code redis+cluster://} URL of POLYLOCK_TEST_CLUSTER ({@code
+ * scripts/services start --cluster}), same expected results; the {@code
  * server_*} and {@code expire_lease} steps look at the master the sentinels
- * name. No scenario is left out there (the {@code connect} steps name their
- * own URLs). Skipped, saying why, when the variable is unset.
+ * name, or on the cluster through a {@code JedisCluster}, which sends each
+ * key's command to the master of its slot. No scenario is left out there
+ * (the {@code connect} steps name their own URLs). Skipped, saying why, when
+ * the variable is unset.
  */
 class ConformanceTest {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -77,20 +84,31 @@ class ConformanceTest {
         t.setDaemon(true);
         return t;
     });
-    private static final String SENTINEL_UNSET =
-            "POLYLOCK_TEST_SENTINEL is unset: run scripts/services start --sentinel";
-    private static JedisPooled redis;
-    /** The Sentinel set's master, when POLYLOCK_TEST_SENTINEL is set. */
-    private static JedisPooled master;
+    /** Per Redis backend, the client that reads the servers holding its locks. */
+    private static final Map<String, UnifiedJedis> INSPECTORS = new HashMap<>();
     private static ZooKeeper zk;
+
+    /**
+     * A Redis deployment on which every Redis scenario runs once more: its URL
+     * (null when its variable is unset, and its runs are skipped saying
+     * {@code unset}), and the client that reads the servers holding its locks.
+     */
+    private record Variant(String backend, String url, String unset, Function<String, UnifiedJedis> inspector) {}
+
+    /** The Redis deployments besides the single server. */
+    private static List<Variant> redisVariants() {
+        return List.of(
+                new Variant("sentinel", Servers.sentinelUrl(),
+                        "POLYLOCK_TEST_SENTINEL is unset: run scripts/services start --sentinel",
+                        url -> new JedisPooled(Servers.sentinelMaster(url))),
+                new Variant("cluster", Servers.clusterUrl(),
+                        "POLYLOCK_TEST_CLUSTER is unset: run scripts/services start --cluster", Servers::cluster));
+    }
 
     @AfterAll
     static void closeInspectors() throws Exception {
-        if (redis != null) {
-            redis.close();
-        }
-        if (master != null) {
-            master.close();
+        for (UnifiedJedis inspector : INSPECTORS.values()) {
+            inspector.close();
         }
         if (zk != null) {
             zk.close();
@@ -99,11 +117,14 @@ class ConformanceTest {
 
     @TestFactory
     Stream<DynamicTest> everyScenarioOnEveryBackend() throws Exception {
-        redis = new JedisPooled(java.net.URI.create(Servers.redisUrl()));
+        INSPECTORS.put("redis", new JedisPooled(java.net.URI.create(Servers.redisUrl())));
         zk = Servers.zooKeeper();
-        String sentinelUrl = Servers.sentinelUrl();
-        if (sentinelUrl != null) {
-            master = new JedisPooled(Servers.sentinelMaster(sentinelUrl));
+        Map<String, Variant> variants = new LinkedHashMap<>();
+        for (Variant v : redisVariants()) {
+            variants.put(v.backend(), v);
+            if (v.url() != null) {
+                INSPECTORS.put(v.backend(), v.inspector().apply(v.url()));
+            }
         }
         Path dir = Paths.get(System.getProperty("polylock.conformanceDir", "../tests/conformance"));
         List<Path> files;
@@ -121,19 +142,19 @@ class ConformanceTest {
                 String backend = b.asText().equals("any") ? "redis" : b.asText();
                 backends.add(backend);
                 if (backend.equals("redis")) {
-                    backends.add("sentinel");
+                    backends.addAll(variants.keySet());
                 }
             }
             for (String backend : backends) {
               for (String mode : background ? List.of("threads", "async") : List.of("threads")) {
                 String title = sc.get("name").asText() + " on " + backend + (background ? " (" + mode + ")" : "");
-                if (backend.equals("sentinel") && sentinelUrl == null) {
-                    tests.add(DynamicTest.dynamicTest(title, () -> Assumptions.assumeTrue(false, SENTINEL_UNSET)));
+                Variant variant = variants.get(backend);
+                if (variant != null && variant.url() == null) {
+                    tests.add(DynamicTest.dynamicTest(title, () -> Assumptions.assumeTrue(false, variant.unset())));
                     continue;
                 }
-                String url = switch (backend) {
+                String url = variant != null ? variant.url() : switch (backend) {
                     case "redis" -> Servers.redisUrl();
-                    case "sentinel" -> sentinelUrl;
                     case "zookeeper" -> Servers.zkUrl();
                     default -> throw new IllegalArgumentException(f + ": unknown backend " + backend);
                 };
@@ -184,8 +205,8 @@ class ConformanceTest {
         final String url;
         final String mode;
         final String name;
-        /** Where the server_* steps look at Redis: under Sentinel, the master. */
-        final JedisPooled inspector;
+        /** Where the server_* steps look at Redis: under Sentinel the master, on a cluster each slot's master. */
+        final UnifiedJedis inspector;
         final List<LockClient> clients = new ArrayList<>();
         final List<DistributedLock> locks = new ArrayList<>();
         /** onLost notices per client's lock (one lock per client and scenario). */
@@ -206,7 +227,7 @@ class ConformanceTest {
             this.backend = backend;
             this.url = url;
             this.name = Servers.unique(url, "conformance-" + scenario);
-            this.inspector = backend.equals("sentinel") ? master : redis;
+            this.inspector = INSPECTORS.get(backend);
         }
 
         void run() throws Exception {

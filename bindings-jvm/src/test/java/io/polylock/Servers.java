@@ -2,7 +2,9 @@ package io.polylock;
 
 import java.net.URI;
 import java.time.Duration;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -15,6 +17,7 @@ import org.apache.zookeeper.ZooKeeper;
 import redis.clients.jedis.DefaultJedisClientConfig;
 import redis.clients.jedis.HostAndPort;
 import redis.clients.jedis.Jedis;
+import redis.clients.jedis.JedisCluster;
 import redis.clients.jedis.exceptions.JedisException;
 
 /**
@@ -58,6 +61,23 @@ final class Servers {
             }
         }
         throw new IllegalStateException("no sentinel of " + url + " names a master");
+    }
+
+    /** The Redis Cluster's redis+cluster:// URL (scripts/services start --cluster), or null when unset. */
+    static String clusterUrl() {
+        String v = System.getenv("POLYLOCK_TEST_CLUSTER");
+        return v == null || v.isEmpty() ? null : v;
+    }
+
+    /** A cluster client on the seeds of a redis+cluster:// URL: it sends each key's command to its slot's master. */
+    static JedisCluster cluster(String url) {
+        String rest = url.substring(url.indexOf("://") + 3);
+        String hosts = rest.substring(rest.lastIndexOf('@') + 1).split("[/?]")[0];
+        Set<HostAndPort> seeds = new HashSet<>();
+        for (String s : hosts.split(",")) {
+            seeds.add(HostAndPort.from(s));
+        }
+        return new JedisCluster(seeds);
     }
 
     /** Both backends, for parameterised tests. */
