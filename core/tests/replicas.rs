@@ -166,3 +166,29 @@ fn without_replicas_no_wait_is_sent() {
     let cmd = one_command(&mut m);
     assert!(matches!(cmd.op, Op::Redis(RedisOp::Eval { .. })), "{cmd:?}");
 }
+
+/// A grant answered after the lease it confirms (counted from when it was
+/// asked) has run out is not reported: the answer may come from a master
+/// that was paused meanwhile and failed over, a stale primary still
+/// granting with a replica not yet moved to the new master (fault row
+/// `sentinel-stale-primary`). It is asked again, as a fresh request.
+#[test]
+fn a_grant_answered_after_its_lease_ran_out_is_not_reported_and_is_asked_again() {
+    for replicas in [0, 1] {
+        let reply = |v: RedisValue| if replicas == 0 { Reply::Redis(v) } else { acked(v, 1) };
+        let mut m = machine(replicas);
+        let owner = OwnerId(1);
+        let ticket = m.acquire(at(0), owner, AcquireOptions::default(), Nonce(2)).unwrap();
+        let first = one_command(&mut m);
+        m.handle_reply(at(3_000), first.id, reply(pair(1, 7)));
+        assert_eq!(events(&mut m), vec![], "replicas={replicas}: a grant past its lease on arrival is not reported");
+        let again = one_command(&mut m);
+        assert!(
+            matches!(&again.op, Op::Redis(RedisOp::Eval { script, .. } | RedisOp::EvalAcked { script, .. })
+                if script.name == "polylock_acquire"),
+            "replicas={replicas}: asked again at once: {again:?}"
+        );
+        m.handle_reply(at(3_001), again.id, reply(pair(1, 8)));
+        assert_eq!(events(&mut m), vec![Event::Granted { ticket, owner, token: FencingToken(8), reentry: 0 }]);
+    }
+}

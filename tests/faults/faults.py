@@ -23,6 +23,26 @@ awaited, each repeated --trials times, on loopback servers only:
                fence counter go back; tokens must still grow
   leader-kill  the leader of the 3-node ZooKeeper ensemble killed (then restarted)
 
+Failover rows (--failover-trials each; skipped when their servers are not
+configured; on Sentinel with replica acknowledgement, replicas=1; the
+cluster at its default, replicas=0):
+
+  sentinel-kill           the Sentinel set's master SIGKILLed while held and
+                          awaited; a replica promoted; the old master
+                          restarted as a replica before the next trial
+  cluster-kill            the Redis Cluster master owning the lock's slot
+                          SIGKILLed, its replica promoted; the node restarted
+                          and the cluster whole again before the next trial
+  sentinel-stale-primary  the Sentinel master SIGSTOPped past the failover
+                          timeout, a replica promoted, then SIGCONTed: a stale
+                          primary until the sentinels demote it
+
+Each failover row also checks (tests/faults/failover.py): the tokens the
+resource accepted strictly increase across every failover; every holder at
+the fault still holding when its grant lapsed on the promoted replica (read
+from the replica up to its promotion, when nobody can write to it) is told
+it lost the lock.
+
 Every loop is bounded in count and time. The checks: no accepted write from
 a stale token; the resource's count equals the accepted writes; every
 recovery within its bound. Overlapping critical sections are counted and
@@ -31,7 +51,8 @@ reported (a paused holder overlaps its successor: fencing is what saves it).
 Writes a Markdown table to tests/faults/RESULTS.md and prints it. Exit 0 if
 every check holds. Needs POLYLOCK_TEST_REDIS, POLYLOCK_TEST_REDIS2,
 POLYLOCK_TEST_ZK and POLYLOCK_TEST_ZK_ENSEMBLE (scripts/services start
---ensemble --redis2).
+--ensemble --redis2); the failover rows POLYLOCK_TEST_SENTINEL and
+POLYLOCK_TEST_CLUSTER (--sentinel --cluster).
 """
 
 import argparse
@@ -44,6 +65,8 @@ import sys
 import threading
 import time
 from itertools import pairwise
+
+import failover
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SERVICES = os.path.join(ROOT, "scripts", "services")
@@ -119,7 +142,7 @@ class Pool:
     def __init__(self, backend, url, langs, resource_url, hold_ms=HOLD_MS):
         self.backend, self.url, self.resource_url = backend, url, resource_url
         self.hold_ms = hold_ms
-        self.lock = f"faults/{backend}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
+        self.lock = f"faults/{backend.replace(' ', '-')}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
         self.resource = f"demo:resource:{'zookeeper' if url.startswith('zk') else 'redis'}:{self.lock}"
         self.events = queue.Queue()
         self.records, self.grants = [], []
@@ -242,12 +265,20 @@ class Result:
         self.recoveries = []
         self.failures = []
         self.stale = self.overlaps = self.refused = 0
+        self.lacked = self.told = None  # failover rows: holders of a grant the new master lacked, told Lost
+        self.notes = []
+        self.faults_ns = []  # failover rows: when each fault was injected (monotonic ns)
+        self.skipped = None
+        self.seconds = 0.0
 
     def row(self):
+        if self.skipped:
+            return f"| {self.fault} | {self.backend} | 0 | - | - | - | - | - | - | skipped ({self.skipped}) |"
         worst = f"{max(self.recoveries) / 1e6:.0f}" if self.recoveries else "-"
+        lost = "-" if self.lacked is None else f"{self.lacked} / {self.told}"
         return (
             f"| {self.fault} | {self.backend} | {self.trials} | {self.stale} | {self.refused} | "
-            f"{self.overlaps} | {worst} | {'ok' if not self.failures else 'FAILED'} |"
+            f"{self.overlaps} | {lost} | {worst} | {self.seconds:.0f} | {'ok' if not self.failures else 'FAILED'} |"
         )
 
 
@@ -371,8 +402,15 @@ def available_workers():
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=20, help="trials per fault and backend (default 20)")
+    ap.add_argument(
+        "--failover-trials",
+        type=int,
+        help="trials per failover row (sentinel-kill, cluster-kill, sentinel-stale-primary; "
+        "default half of --trials: 10 in CI, 50 in the long mode)",
+    )
     ap.add_argument("--only", help="comma-separated faults to run")
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "faults", "RESULTS.md"))
+    ap.add_argument("--dump", help="directory to write each failover row's grants, records and fault times to")
     args = ap.parse_args()
     env = os.environ
     resource_url = env["POLYLOCK_TEST_REDIS"]
@@ -393,9 +431,23 @@ def main():
         ("cut-acquire", "zookeeper", env["POLYLOCK_TEST_ZK"], 20),
         ("leader-kill", "zookeeper ensemble", env["POLYLOCK_TEST_ZK_ENSEMBLE"], 15),
     ]
+    failover_trials = args.failover_trials if args.failover_trials is not None else max(1, args.trials // 2)
+    sentinel, cluster = env.get("POLYLOCK_TEST_SENTINEL"), env.get("POLYLOCK_TEST_CLUSTER")
+    if sentinel:
+        # Replica acknowledgement on (WAIT 1 after every grant, renewal and hand-off). The cluster
+        # keeps its default (replicas=0): with one replica per master, WAIT 1 could not be met
+        # between a master's death and its restart.
+        sentinel += f"{'&' if '?' in sentinel else '?'}replicas=1"
+    # fault, backend label, lock server URL (None: not configured), recovery bound (s), the servers to fail
+    failovers = [
+        ("sentinel-kill", "redis sentinel", sentinel, 15, lambda url: failover.SentinelTarget(url, stale=False)),
+        ("cluster-kill", "redis cluster", cluster, 15, failover.ClusterTarget),
+        ("sentinel-stale-primary", "redis sentinel", sentinel, 15, lambda url: failover.SentinelTarget(url, stale=True)),
+    ]
     if args.only:
         keep = set(args.only.split(","))
         plan = [p for p in plan if p[0] in keep]
+        failovers = [p for p in failovers if p[0] in keep]
     results = []
     started = time.time()
     for fault, backend, url, bound in plan:
@@ -413,16 +465,51 @@ def main():
         res.failures += problems
         if res.stale:
             res.failures.append(f"{res.stale} stale writes accepted")
+        res.seconds = time.time() - t
         results.append(res)
-        print(f"{fault} on {backend}: {res.trials} trials in {time.time() - t:.0f} s, "
+        print(f"{fault} on {backend}: {res.trials} trials in {res.seconds:.0f} s, "
+              f"{'ok' if not res.failures else 'FAILED: ' + '; '.join(res.failures[:3])}", flush=True)
+    for fault, backend, url, bound, make_target in failovers:
+        res = Result(fault, backend)
+        results.append(res)
+        if url is None:
+            res.skipped = "POLYLOCK_TEST_CLUSTER not set" if "cluster" in fault else "POLYLOCK_TEST_SENTINEL not set"
+            print(f"{fault} on {backend}: skipped, {res.skipped} (scripts/services start --sentinel --cluster)", flush=True)
+            continue
+        pool = Pool(backend, url, langs, resource_url, failover.HOLD_MS)
+        t = time.time()
+        try:
+            if pool.wait_grant(60) is None:
+                res.failures.append("the workers never got the lock")
+            else:
+                failover.run_failover(make_target(url), pool, failover_trials, res, bound)
+        finally:
+            pool.close()
+        breaks = failover.strict_token_breaks(pool.records)
+        if args.dump:
+            os.makedirs(args.dump, exist_ok=True)
+            with open(os.path.join(args.dump, f"{fault}.json"), "w") as f:
+                json.dump({"faults_ns": res.faults_ns, "grants": pool.grants, "records": pool.records}, f)
+        res.stale, res.overlaps, res.refused, problems = pool.verify()
+        res.failures += problems
+        if res.stale:
+            res.failures.append(f"{res.stale} stale writes accepted")
+        if breaks:
+            res.failures.append(f"{breaks} accepted writes whose token was not above the one before")
+        if res.lacked != res.told:
+            res.failures.append(f"{res.lacked} holders of a grant the new master lacked, {res.told} told Lost")
+        res.seconds = time.time() - t
+        print(f"{fault} on {backend}: {res.trials} trials in {res.seconds:.0f} s, {'; '.join(res.notes)}, "
               f"{'ok' if not res.failures else 'FAILED: ' + '; '.join(res.failures[:3])}", flush=True)
     table = [
-        "| fault | backend | trials | stale writes accepted | stale writes refused | overlapping sections (fencing off) | worst recovery ms | result |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "| fault | backend | trials | stale writes accepted | stale writes refused | overlapping sections (fencing off) "
+        "| holders of a grant the new master lacked / told Lost | worst recovery ms | row s | result |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ] + [r.row() for r in results]
     text = (
         f"Workers: {', '.join(lang for lang, _ in langs)}; Redis lease {LEASE_MS} ms, ZooKeeper session "
-        f"{SESSION_MS} ms, critical section {HOLD_MS} ms; {args.trials} trials per row; "
+        f"{SESSION_MS} ms, critical section {HOLD_MS} ms; {args.trials} trials per row, {failover_trials} per failover row "
+        f"(critical section {failover.HOLD_MS} ms there, replicas=1 on Sentinel); "
         f"{time.time() - started:.0f} s in all.\n\n" + "\n".join(table) + "\n"
     )
     print(text)
@@ -430,8 +517,9 @@ def main():
         f.write("# Cross-language fault suite: latest run\n\n`tests/run` (or `python3 tests/faults/faults.py "
                 "--trials N`).\n\n" + text)
     failed = [r for r in results if r.failures]
-    passed = len(results) - len(failed)
-    print(f"faults: {passed} passed, {len(failed)} failed")
+    skipped = [r for r in results if r.skipped]
+    passed = len(results) - len(failed) - len(skipped)
+    print(f"faults: {passed} passed, {len(failed)} failed, {len(skipped)} skipped")
     sys.exit(1 if failed else 0)
 
 

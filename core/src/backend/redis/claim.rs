@@ -243,6 +243,15 @@ impl RedisClaim {
             let Ok(token) = u64::try_from(value) else {
                 return Progress::Fatal(Error::Protocol(format!("negative fencing token {value}")));
             };
+            let t = self.terms;
+            if sent_at.saturating_add(t.lease).saturating_sub(t.drift()) <= cx.now {
+                // Answered after the lease it confirms (counted from when we
+                // asked) ran out: the server may have been paused and failed
+                // over meanwhile, and be a stale primary granting what the
+                // new master may grant too. Not reported; asked again at once.
+                self.send_acquire(cx);
+                return Progress::Pending;
+            }
             if let Some(short) = short_of(cx, acks) {
                 // Granted on the master alone: a failover now could lose it,
                 // so it is not reported. Asked again (the script grants our
