@@ -80,6 +80,9 @@ def jvm_rows(d):
         if op == "throughput":
             continue
         b = "zookeeper" if ("zk" in system.lower() or "zookeeper" in system.lower() or "curator" in system.lower()) else "redis"
+        for mode in MODES:  # "Redisson RLock (redis+cluster)": the mode is the backend
+            if system.endswith(f" ({mode})"):
+                b, system = mode, system[: -len(f" ({mode})")]
         poly = system.startswith("polylock")
         metric = "floor" if op.startswith("floor") else ("handoff" if op.startswith("handoff") else "uncontended")
         name = "polylock" if poly else (f"floor: {system}" if metric == "floor" else system)
@@ -95,6 +98,9 @@ def throughput(lang, d):
         return {("zookeeper" if "zk" in r["system"] else "redis"): r["ops_per_s"] for r in d if r["operation"] == "throughput"}
     return d.get("throughput", {})
 
+
+# Redis as deployed (JVM rows): each its own backend, compared within itself.
+MODES = ("redis+sentinel", "redis+cluster")
 
 # How each language's benchmark drives its one client.
 CONCURRENCY = {"rust": "64 tasks", "python": "16 threads, blocking API", "node": "64 async loops",
@@ -133,7 +139,10 @@ def main():
 
     md = ["# polylock benchmark report", "",
           "Produced by `bench/run` (servers on loopback, one machine of 2 cores). Conclusions are ratios of",
-          "figures from the same run; absolute times vary with the machine. Latencies in µs.", ""]
+          "figures from the same run; absolute times vary with the machine. Latencies in µs.",
+          "Backends `redis+sentinel` and `redis+cluster` (java): polylock with `replicas=1` and Redisson with its",
+          "Sentinel / Cluster config and default `checkLockSyncedSlaves`, so both have replicas acknowledge each",
+          "lock and unlock.", ""]
     langs = sorted({r["lang"] for r in rows}, key=["rust", "python", "node", "java"].index)
     targets = []
     for lang in langs:
@@ -151,7 +160,7 @@ def main():
             ratio = poly_u["p50"] / (2 * floor["p50"])
             targets.append((f"{lang}: Redis uncontended acquire+release within {limit}× two raw round trips",
                             ratio <= limit, f"{ratio:.2f}× ({fmt(poly_u['p50'])} µs vs 2 × {fmt(floor['p50'])} µs)"))
-        for b in ("redis", "zookeeper"):
+        for b in ("redis", "zookeeper", *MODES):
             for metric in ("uncontended", "handoff"):
                 p = find(lang, b, metric, polylock=True)
                 peers = [r for r in rows if r["lang"] == lang and r["backend"] == b and r["metric"] == metric
@@ -223,7 +232,7 @@ def chart(rows):
     except ImportError:
         print("matplotlib missing: no chart", file=sys.stderr)
         return
-    panels = [(lang, b) for lang in ["rust", "python", "node", "java"] for b in ("redis", "zookeeper")
+    panels = [(lang, b) for lang in ["rust", "python", "node", "java"] for b in ("redis", "zookeeper", *MODES)
               if any(r["lang"] == lang and r["backend"] == b for r in rows)]
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 2.2 * len(panels)), squeeze=False)
     for ax, (lang, b) in zip(axes[:, 0], panels):

@@ -50,6 +50,10 @@ pub struct LockConfig {
     /// Redis: how long one `WAIT` for `replicas` may block (Redisson's
     /// `slavesSyncTimeout`, 1 s).
     pub replica_timeout: Duration,
+    /// Redis: each release also publishes `0` on Redisson's channel as a
+    /// shard channel (`SPUBLISH`), where Redisson's waiters on a Redis
+    /// Cluster listen by default. The driver sets it on a cluster.
+    pub shard_release: bool,
 }
 
 impl LockConfig {
@@ -64,6 +68,7 @@ impl LockConfig {
             max_backoff: Duration::from_secs(2),
             replicas: 0,
             replica_timeout: Duration::from_secs(1),
+            shard_release: false,
         }
     }
 

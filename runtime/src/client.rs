@@ -67,6 +67,8 @@ impl Client {
                 // key's master (default 0 on a cluster), within half a request.
                 config.replicas = target.replicas;
                 config.replica_timeout = config.replica_timeout.min(opts.request_timeout / 2);
+                // Redisson's cluster default (sharded pub/sub): its waiters hear only SPUBLISH.
+                config.shard_release = true;
                 Box::new(transport)
             }
             Endpoint::Zk { connect, auth, tls, ca, addr } => {

@@ -218,6 +218,10 @@ impl RedisModel {
         if held {
             self.keys.remove(lock);
             publish.push((channel.clone(), "0".into()));
+            if let Some(shard) = a.get(4).filter(|c| !c.is_empty()) {
+                // SPUBLISH: a shard channel, which no SUBSCRIBE hears.
+                publish.push((format!("shard:{shard}"), "0".into()));
+            }
             self.releases += 1;
         }
         if (held || was_first || pruned) && !self.exists(now, lock) {

@@ -19,16 +19,16 @@
 //! which at worst lets a waiter retry a little before its subscription is
 //! confirmed (it then wakes at its fallback timer).
 //!
-//! Release notifications use classic pub/sub (`PUBLISH`/`SUBSCRIBE`), which
+//! Our waiters listen with classic pub/sub (`PUBLISH`/`SUBSCRIBE`), which
 //! a cluster broadcasts to every node, so a waiter hears a release whichever
 //! node it is subscribed on. Sharded pub/sub (`SPUBLISH`) would stay inside
-//! the slot's shard, but the scripts are one for every connection mode and
-//! Redisson's single-server waiters only hear `PUBLISH`; and a shard channel
-//! is slot-checked like a key, so a script could not `SPUBLISH` on the
-//! channel of a name whose channel lies in another slot (`a{`, `a}`).
-//! Redisson on a cluster uses sharded pub/sub by default
-//! (`shardedSubscriptionMode` AUTO); with it set to `OFF` its waiters and
-//! ours hear each other. Exclusion never depends on it: only wake-ups do.
+//! the slot's shard, but the scripts are one for every connection mode; and
+//! a shard channel is slot-checked like a key, so a script could not
+//! `SPUBLISH` on the channel of a name whose channel lies in another slot
+//! (`a{`, `a}`). Redisson on a cluster waits on sharded pub/sub by default
+//! (`shardedSubscriptionMode` AUTO), so the client sets the core's
+//! `shard_release`: each release also `SPUBLISH`es Redisson's `0` where it
+//! can. Exclusion never depends on it: only wake-ups do.
 //!
 //! The executor is told of outages: a node's connection dropping reports
 //! [`ConnectionEvent::Disconnected`]; `Connected` follows once every master

@@ -167,7 +167,13 @@ impl RedisClaim {
         let id = cx.out.send(RedisOp::Eval {
             script: &LEAVE,
             keys: vec![k.lock().to_owned(), k.queue().to_owned(), k.queue_deadline().to_owned(), k.fence().to_owned()],
-            args: vec![self.field.clone(), k.channel().to_owned(), k.channel().to_owned(), self.member.clone()],
+            args: vec![
+                self.field.clone(),
+                k.channel().to_owned(),
+                k.channel().to_owned(),
+                self.member.clone(),
+                k.shard_channel().filter(|_| cx.cfg.shard_release).unwrap_or_default().to_owned(),
+            ],
         });
         self.timers.clear(Timer::Retry);
         self.phase = Phase::Leaving { req: Some(id) };

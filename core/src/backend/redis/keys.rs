@@ -61,6 +61,15 @@ impl RedisKeys {
         &self.channel
     }
 
+    /// [`Self::channel`] as a shard channel (`SPUBLISH`), where Redisson's
+    /// waiters on a Redis Cluster listen by default (its
+    /// `shardedSubscriptionMode` AUTO: `SSUBSCRIBE` on Redis 7). `None` when
+    /// the channel is not in the lock key's slot (`a{`, `a}`, `a{}b`): a
+    /// script may only publish there on a channel of its keys' slot.
+    pub fn shard_channel(&self) -> Option<&str> {
+        (keyslot::key_slot(&self.channel) == keyslot::key_slot(&self.lock)).then_some(self.channel.as_str())
+    }
+
     /// The channel one polylock waiter listens on (Redisson's fair-lock
     /// naming: the lock's channel, `:`, the waiter), named by its queue member.
     pub fn waiter_channel(&self, member: &str) -> String {
@@ -147,5 +156,24 @@ mod tests {
         assert_eq!(keys("orders{42}").channel(), "redisson_lock__channel:orders{42}");
         assert_eq!(keys("a{").channel(), "redisson_lock__channel:a{");
         assert_eq!(keys("a}").channel(), "redisson_lock__channel:{a}}");
+    }
+
+    /// The shard channel is Redisson's channel whenever that is in the lock
+    /// key's slot (every name without braces, every name with a hash tag),
+    /// and absent otherwise: a script publishing there would be refused.
+    #[test]
+    fn the_shard_channel_is_redissons_when_in_the_lock_keys_slot() {
+        assert_eq!(keys("orders/42").shard_channel(), Some("redisson_lock__channel:{orders/42}"));
+        assert_eq!(keys("orders{42}").shard_channel(), Some("redisson_lock__channel:orders{42}"));
+        for name in ["a{", "a}", "a{}b"] {
+            assert_eq!(keys(name).shard_channel(), None, "{name}");
+        }
+        for name in keyslot::brace_shaped_names() {
+            let k = keys(&name);
+            match k.shard_channel() {
+                Some(channel) => assert_eq!(key_slot(channel), key_slot(k.lock()), "{name:?}"),
+                None => assert_ne!(key_slot(k.channel()), key_slot(k.lock()), "{name:?}"),
+            }
+        }
     }
 }

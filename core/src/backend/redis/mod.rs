@@ -6,7 +6,9 @@
 //!   Redisson clients see it as held and wait; we see theirs the same way;
 //! - every release publishes `0` on Redisson's channel
 //!   (`redisson_lock__channel:{name}`, or `redisson_lock__channel:name` when
-//!   the name holds a `{`), which wakes Redisson waiters;
+//!   the name holds a `{`), which wakes Redisson waiters (on a Redis
+//!   Cluster, with `LockConfig::shard_release`, also with `SPUBLISH`, where
+//!   Redisson's cluster waiters listen by default);
 //! - fencing: every grant, in the same script, takes the token
 //!   `max(counter + 1, server time in µs)` and stores it in
 //!   `polylock_fence:{name}` with the grant's lease as TTL. So tokens keep

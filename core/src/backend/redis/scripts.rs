@@ -104,9 +104,13 @@ return {0, redis.call('PTTL', KEYS[1])}
 };
 
 /// KEYS: lock, queue, queue deadlines, fence.
-/// ARGV: field, Redisson channel, waiter channel prefix, our queue member.
+/// ARGV: field, Redisson channel, waiter channel prefix, our queue member,
+/// Redisson's shard channel (optional, empty for none).
 /// Leaves the lock and the queue: deletes the lock if our field holds it
-/// (publishing `0` for Redisson waiters) and drops our queue entry. If the
+/// (publishing `0` for Redisson waiters, also with `SPUBLISH` on the shard
+/// channel when given: Redisson's waiters on a cluster listen there; a
+/// server without sharded pub/sub refuses it, which `pcall` ignores, as a
+/// release must not fail for a wake-up) and drops our queue entry. If the
 /// lock is then free and we held it or were first in line, it is handed
 /// straight to the first live waiter: granted to its field for the lease
 /// its queue member carries (a duration, so no clock of this server is
@@ -118,12 +122,15 @@ return {0, redis.call('PTTL', KEYS[1])}
 pub static LEAVE: Script = Script {
     name: "polylock_leave",
     source: concat!(
-        "-- polylock leave v5\n",
+        "-- polylock leave v6\n",
         r#"
 local held = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
 if held then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], '0')
+  if ARGV[5] and ARGV[5] ~= '' then
+    redis.pcall('SPUBLISH', ARGV[5], '0')
+  end
   -- Fast path: a holder is never queued; with no queue there is nobody to wake.
   if redis.call('EXISTS', KEYS[2]) == 0 then
     return 1

@@ -4,15 +4,20 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
+import java.util.Arrays;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Function;
+import java.util.stream.Stream;
 
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
-import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
 import org.redisson.Redisson;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
@@ -20,39 +25,107 @@ import org.redisson.config.Config;
 
 /**
  * polylock and Redisson's RLock share the hash layout: each excludes the
- * other, and hand-offs complete both ways (Redisson -> polylock within the
- * Redisson lease at worst, as polylock waiters listen on their own channel).
+ * other, and hand-offs complete both ways: polylock -> Redisson at once (the
+ * release publishes on Redisson's channel), Redisson -> polylock within the
+ * Redisson lease at worst (polylock waiters listen on their own channel, so
+ * a queued one finds a Redisson release at the holder's expiry).
+ *
+ * <p>Every case runs in each way Redis is deployed: one server
+ * (POLYLOCK_TEST_REDIS), a Sentinel set (POLYLOCK_TEST_SENTINEL, Redisson's
+ * {@code useSentinelServers()}) and a Redis Cluster (POLYLOCK_TEST_CLUSTER,
+ * Redisson's {@code useClusterServers()}), each with Redisson's default
+ * settings for that mode: on a cluster that is sharded pub/sub, so its
+ * waiters hear only an {@code SPUBLISH}. A mode whose variable is unset is
+ * skipped, saying which command starts its servers.
  */
 @Timeout(120)
 class RedissonInteropTest {
+    /** A polylock waiter or a Redisson waiter woken by notification is in well before this. */
+    private static final long PROMPT_MS = 3_000;
+
     private RedissonClient redisson;
     private LockClient client;
     /** RLock is owned by a thread: lock and unlock on this one. */
     private final ExecutorService redissonThread = Executors.newSingleThreadExecutor();
 
-    @BeforeEach
-    void connect() {
-        Config config = new Config();
-        config.useSingleServer().setAddress(Servers.redisUrl()).setConnectionMinimumIdleSize(1)
-                .setSubscriptionConnectionMinimumIdleSize(1);
-        redisson = Redisson.create(config);
-        client = LockClient.connect(Servers.redisUrl());
+    /** One way of deploying Redis, as polylock (a URL) and Redisson (a config built from it) reach it. */
+    record Mode(String name, String env, String start, Function<String, Config> redissonConfig) {
+        String url() {
+            String v = System.getenv(env);
+            Assumptions.assumeTrue(v != null && !v.isEmpty(),
+                    env + " is unset: start the " + name + " servers with " + start + " to run this mode");
+            return v;
+        }
+
+        @Override
+        public String toString() {
+            return name;
+        }
+    }
+
+    static Stream<Mode> modes() {
+        return Stream.of(
+                new Mode("standalone", "POLYLOCK_TEST_REDIS", "eval \"$(scripts/services start)\"", url -> {
+                    Config config = new Config();
+                    config.useSingleServer().setAddress(url).setConnectionMinimumIdleSize(1)
+                            .setSubscriptionConnectionMinimumIdleSize(1);
+                    return config;
+                }),
+                new Mode("sentinel", "POLYLOCK_TEST_SENTINEL", "eval \"$(scripts/services start --sentinel)\"",
+                        url -> {
+                            Config config = new Config();
+                            config.useSentinelServers().setMasterName(masterName(url))
+                                    .addSentinelAddress(redisAddresses(url));
+                            return config;
+                        }),
+                new Mode("cluster", "POLYLOCK_TEST_CLUSTER", "eval \"$(scripts/services start --cluster)\"",
+                        url -> {
+                            Config config = new Config();
+                            config.useClusterServers().addNodeAddress(redisAddresses(url));
+                            return config;
+                        }));
+    }
+
+    /** {@code redis://host:port} of each host of a redis+sentinel:// or redis+cluster:// URL. */
+    static String[] redisAddresses(String url) {
+        String rest = url.substring(url.indexOf("://") + 3);
+        String hosts = rest.substring(rest.lastIndexOf('@') + 1).split("[/?]")[0];
+        return Arrays.stream(hosts.split(",")).map(h -> "redis://" + h).toArray(String[]::new);
+    }
+
+    /** The master name of a redis+sentinel:// URL. */
+    static String masterName(String url) {
+        String rest = url.substring(url.indexOf("://") + 3);
+        return rest.substring(rest.indexOf('/') + 1).split("\\?")[0];
+    }
+
+    /** Connects both clients to the mode's servers; returns polylock's URL. */
+    private String connect(Mode mode) {
+        String url = mode.url();
+        redisson = Redisson.create(mode.redissonConfig().apply(url));
+        client = LockClient.connect(url);
+        return url;
     }
 
     @AfterEach
     void close() {
         redissonThread.shutdownNow();
-        client.close();
-        redisson.shutdown();
+        if (client != null) {
+            client.close();
+        }
+        if (redisson != null) {
+            redisson.shutdown();
+        }
     }
 
-    private <T> T onRedissonThread(java.util.concurrent.Callable<T> call) throws Exception {
+    private <T> T onRedissonThread(Callable<T> call) throws Exception {
         return redissonThread.submit(call).get(40, TimeUnit.SECONDS);
     }
 
-    @Test
-    void redissonHolderExcludesPolylockThenHandsOff() throws Exception {
-        String name = Servers.unique(Servers.redisUrl(), "redisson-first");
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("modes")
+    void redissonHolderExcludesPolylockThenHandsOff(Mode mode) throws Exception {
+        String name = Servers.unique(connect(mode), "redisson-first");
         RLock rlock = redisson.getLock(name);
         onRedissonThread(() -> {
             rlock.lock(5, TimeUnit.SECONDS); // a short lease bounds the handoff
@@ -71,39 +144,35 @@ class RedissonInteropTest {
                 throw new IllegalStateException(e);
             }
         });
+        Thread.sleep(200);
+        assertFalse(waiter.isDone(), "the polylock waiter did not wait");
         onRedissonThread(() -> {
             rlock.unlock();
             return null;
         });
         long started = System.nanoTime();
         assertTrue(waiter.get(40, TimeUnit.SECONDS), "handoff Redisson -> polylock");
-        System.out.println("Redisson -> polylock handoff: "
+        System.out.println(mode + ": Redisson -> polylock handoff: "
                 + Duration.ofNanos(System.nanoTime() - started).toMillis() + " ms");
     }
 
-    @Test
-    void polylockHolderExcludesRedissonThenHandsOff() throws Exception {
-        String name = Servers.unique(Servers.redisUrl(), "polylock-first");
-        DistributedLock lock = client.newLock(name);
+    /**
+     * polylock holds for 30 s; a Redisson waiter (told that TTL) is woken by
+     * the release itself, well before the lease would have run out.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("modes")
+    void polylockHolderExcludesRedissonThenHandsOff(Mode mode) throws Exception {
+        String name = Servers.unique(connect(mode), "polylock-first");
+        DistributedLock lock = client.newLock(name, Duration.ofSeconds(30));
         lock.lock();
         RLock rlock = redisson.getLock(name);
         assertFalse(onRedissonThread(() -> rlock.tryLock(300, 10_000, TimeUnit.MILLISECONDS)),
                 "Redisson entered while polylock holds");
-        CompletableFuture<Boolean> waiter = CompletableFuture.supplyAsync(() -> {
-            try {
-                boolean got = rlock.tryLock(20, 10, TimeUnit.SECONDS);
-                if (got) {
-                    rlock.unlock();
-                }
-                return got;
-            } catch (InterruptedException e) {
-                throw new IllegalStateException(e);
-            }
-        });
+        CompletableFuture<Boolean> waiter = redissonWaiter(rlock);
         Thread.sleep(200);
         assertFalse(waiter.isDone(), "the Redisson waiter did not wait");
-        lock.unlock();
-        assertTrue(waiter.get(25, TimeUnit.SECONDS), "handoff polylock -> Redisson");
+        assertWokenByRelease(lock, waiter);
     }
 
     /**
@@ -112,13 +181,22 @@ class RedissonInteropTest {
      * there hears polylock's release at once, not when the 30 s lease it
      * was told about would have run out.
      */
-    @Test
-    void redissonWaiterOnABracedNameIsWokenByAPolylockRelease() throws Exception {
-        String name = Servers.unique(Servers.redisUrl(), "orders") + "{42}";
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("modes")
+    void redissonWaiterOnABracedNameIsWokenByAPolylockRelease(Mode mode) throws Exception {
+        String name = Servers.unique(connect(mode), "orders") + "{42}";
         DistributedLock lock = client.newLock(name, Duration.ofSeconds(30));
         lock.lock();
         RLock rlock = redisson.getLock(name);
-        CompletableFuture<Boolean> waiter = CompletableFuture.supplyAsync(() -> {
+        CompletableFuture<Boolean> waiter = redissonWaiter(rlock);
+        Thread.sleep(500);
+        assertFalse(waiter.isDone(), "the Redisson waiter did not wait");
+        assertWokenByRelease(lock, waiter);
+    }
+
+    /** A Redisson waiter that takes the lock (10 s lease) within 45 s, then lets go. */
+    private static CompletableFuture<Boolean> redissonWaiter(RLock rlock) {
+        return CompletableFuture.supplyAsync(() -> {
             try {
                 boolean got = rlock.tryLock(45, 10, TimeUnit.SECONDS);
                 if (got) {
@@ -129,13 +207,16 @@ class RedissonInteropTest {
                 throw new IllegalStateException(e);
             }
         });
-        Thread.sleep(500);
-        assertFalse(waiter.isDone(), "the Redisson waiter did not wait");
+    }
+
+    /** Releases polylock's hold and asserts the Redisson waiter got the lock promptly. */
+    private static void assertWokenByRelease(DistributedLock lock, CompletableFuture<Boolean> waiter)
+            throws Exception {
         long released = System.nanoTime();
         lock.unlock();
         assertTrue(waiter.get(50, TimeUnit.SECONDS), "handoff polylock -> Redisson");
         long ms = Duration.ofNanos(System.nanoTime() - released).toMillis();
-        assertTrue(ms < 3_000, "the Redisson waiter slept " + ms + " ms after the release: it never heard it");
+        assertTrue(ms < PROMPT_MS, "the Redisson waiter slept " + ms + " ms after the release: it never heard it");
     }
 
     /**
@@ -145,9 +226,10 @@ class RedissonInteropTest {
      * which publishes only on Redisson's, is found by their retry at the
      * holder's expiry), never later and never while Redisson holds.
      */
-    @Test
-    void polylockWaiterOnABracedNameGetsARedissonLockWithinItsLease() throws Exception {
-        String name = Servers.unique(Servers.redisUrl(), "orders") + "{42}";
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("modes")
+    void polylockWaiterOnABracedNameGetsARedissonLockWithinItsLease(Mode mode) throws Exception {
+        String name = Servers.unique(connect(mode), "orders") + "{42}";
         RLock rlock = redisson.getLock(name);
         onRedissonThread(() -> {
             rlock.lock(3, TimeUnit.SECONDS);
@@ -167,6 +249,8 @@ class RedissonInteropTest {
                 throw new IllegalStateException(e);
             }
         });
+        Thread.sleep(200);
+        assertFalse(waiter.isDone(), "the polylock waiter did not wait");
         onRedissonThread(() -> {
             rlock.unlock();
             return null;

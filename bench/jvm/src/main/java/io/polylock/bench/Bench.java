@@ -35,7 +35,9 @@ import redis.clients.jedis.Jedis;
  * waiter blocked in lock() on another client and another thread of this JVM
  * returns). Latencies in microseconds. And polylock's throughput: lock+unlock
  * per second across 1,000 distinct locks from one client, 32 threads
- * (environment BENCH_ONLY_THROUGHPUT=1: print it, write nothing).
+ * (environment BENCH_ONLY_THROUGHPUT=1: print it, write nothing). Then the
+ * same latencies for polylock and Redisson on a Sentinel set and on a Redis
+ * Cluster, when POLYLOCK_TEST_SENTINEL / POLYLOCK_TEST_CLUSTER name them.
  */
 public final class Bench {
     static final int WARMUP = 300;
@@ -111,11 +113,85 @@ public final class Bench {
         ra.shutdown();
         rb.shutdown();
 
+        // ---- Redis as deployed: a Sentinel set and a Redis Cluster ----
+        for (Mode mode : modes()) {
+            try (LockClient a = LockClient.connect(mode.polylockUrl());
+                    LockClient b = LockClient.connect(mode.polylockUrl())) {
+                String name = run + "-" + mode.label();
+                String system = "polylock (" + mode.label() + ")";
+                rows.add(uncontended(system, polylock(a, name)));
+                rows.add(handoff(system, polylock(a, name + "-h"), polylock(b, name + "-h")));
+            }
+            RedissonClient ma = Redisson.create(mode.redisson());
+            RedissonClient mb = Redisson.create(mode.redisson());
+            String mname = run + "-redisson-" + mode.label();
+            String system = "Redisson RLock (" + mode.label() + ")";
+            rows.add(uncontended(system, redissonLocker(ma, mname)));
+            rows.add(handoff(system, redissonLocker(ma, mname + "-h"), redissonLocker(mb, mname + "-h")));
+            ma.shutdown();
+            mb.shutdown();
+        }
+
         String md = markdown(rows, tps);
         System.out.println(md);
         Files.writeString(out.resolve("results.md"), md);
         Files.writeString(out.resolve("results.json"), json(rows, tps));
         System.exit(0);
+    }
+
+    // ---- Sentinel and Cluster -------------------------------------------
+
+    /**
+     * One way Redis is deployed, as polylock (a URL) and Redisson (its config
+     * for that mode, defaults otherwise) reach it; {@code label} names the
+     * mode in the rows.
+     */
+    record Mode(String label, String polylockUrl, Config redisson) {}
+
+    /**
+     * The modes whose servers are named (POLYLOCK_TEST_SENTINEL,
+     * POLYLOCK_TEST_CLUSTER; bench/run starts them). Both sides have replicas
+     * acknowledge each lock and unlock: polylock by {@code replicas=1},
+     * Redisson by its default {@code checkLockSyncedSlaves} (a pipelined
+     * WAIT for the replicas it knows of: two under this Sentinel set, one per
+     * master on this cluster).
+     */
+    static List<Mode> modes() {
+        List<Mode> modes = new ArrayList<>();
+        String sentinel = System.getenv("POLYLOCK_TEST_SENTINEL");
+        if (sentinel != null && !sentinel.isEmpty()) {
+            Config config = new Config();
+            config.useSentinelServers().setMasterName(masterName(sentinel)).addSentinelAddress(redisAddresses(sentinel));
+            modes.add(new Mode("redis+sentinel", withReplicas(sentinel), config));
+        } else {
+            System.err.println("no Sentinel rows: POLYLOCK_TEST_SENTINEL is unset (scripts/services start --sentinel)");
+        }
+        String cluster = System.getenv("POLYLOCK_TEST_CLUSTER");
+        if (cluster != null && !cluster.isEmpty()) {
+            Config config = new Config();
+            config.useClusterServers().addNodeAddress(redisAddresses(cluster));
+            modes.add(new Mode("redis+cluster", withReplicas(cluster), config));
+        } else {
+            System.err.println("no Cluster rows: POLYLOCK_TEST_CLUSTER is unset (scripts/services start-cluster)");
+        }
+        return modes;
+    }
+
+    static String withReplicas(String url) {
+        return url + (url.contains("?") ? "&" : "?") + "replicas=1";
+    }
+
+    /** {@code redis://host:port} of each host of a redis+sentinel:// or redis+cluster:// URL. */
+    static String[] redisAddresses(String url) {
+        String rest = url.substring(url.indexOf("://") + 3);
+        String hosts = rest.substring(rest.lastIndexOf('@') + 1).split("[/?]")[0];
+        return Arrays.stream(hosts.split(",")).map(h -> "redis://" + h).toArray(String[]::new);
+    }
+
+    /** The master name of a redis+sentinel:// URL. */
+    static String masterName(String url) {
+        String rest = url.substring(url.indexOf("://") + 3);
+        return rest.substring(rest.indexOf('/') + 1).split("\\?")[0];
     }
 
     // ---- the systems ----------------------------------------------------
@@ -285,7 +361,7 @@ public final class Bench {
         for (Row r : rows) {
             boolean zkSide = r.system().contains("zk") || r.system().contains("Curator") || r.system().contains("ZooKeeper");
             Row floor = by.get("floor: 1 round trip|" + (zkSide ? "ZooKeeper exists" : "Redis PING"));
-            String anchorName = zkSide ? "Curator InterProcessMutex" : "Redisson RLock";
+            String anchorName = zkSide ? "Curator InterProcessMutex" : "Redisson RLock" + modeSuffix(r.system());
             Row anchor = by.get(r.operation() + "|" + anchorName);
             String vsAnchor = r.system().startsWith("polylock") && anchor != null
                     ? String.format(Locale.ROOT, "%.2fx", r.p50() / anchor.p50()) : "";
@@ -295,7 +371,9 @@ public final class Bench {
                     r.operation(), r.system(), r.p50(), r.p99(), vsFloor, vsAnchor));
         }
         sb.append(String.format(Locale.ROOT, "%nUncontended: %d iterations after %d warm-up; handoff: %d after %d, "
-                + "waiter on a second client in another thread of the same JVM. Loopback servers, 2 cores.%n",
+                + "waiter on a second client in another thread of the same JVM. Loopback servers, 2 cores. "
+                + "redis+sentinel / redis+cluster rows: polylock with replicas=1, Redisson with its Sentinel / Cluster "
+                + "config and default checkLockSyncedSlaves (a WAIT for its known replicas).%n",
                 ITERATIONS, WARMUP, HANDOFFS, HANDOFF_WARMUP));
         sb.append(String.format(Locale.ROOT, "%nThroughput, lock+unlock per second across %d distinct locks from one client "
                 + "(%d threads, `lock()`/`unlock()`, %d s after %d ms warm-up):%n%n| system | ops/s |%n|---|---:|%n",
@@ -304,6 +382,16 @@ public final class Bench {
             sb.append(String.format(Locale.ROOT, "| %s | %.0f |%n", t.system(), t.opsPerS()));
         }
         return sb.toString();
+    }
+
+    /** " (redis+sentinel)" or " (redis+cluster)" for a row of that mode, else "". */
+    static String modeSuffix(String system) {
+        for (String mode : List.of("redis+sentinel", "redis+cluster")) {
+            if (system.endsWith("(" + mode + ")")) {
+                return " (" + mode + ")";
+            }
+        }
+        return "";
     }
 
     static String json(List<Row> rows, List<Throughput> tps) {
