@@ -50,7 +50,8 @@ async fn main() {
         println!(
             "{{\"event\": \"grant\", \"worker\": \"{id}\", \"lang\": \"rust\", \"backend\": \"{backend}\", \"pid\": {pid}, \"token\": {token}, \"t_ns\": {start}}}"
         );
-        let count: Option<i64> = redis::cmd("HGET").arg(&resource).arg("count").query_async(&mut r).await.unwrap();
+        // The fenced read (-1: refused, and so is the write below).
+        let count: Option<i64> = script.key(&resource).arg(token).invoke_async(&mut r).await.unwrap();
         tokio::time::sleep(hold).await; // widen the window a lost update would need
         let accepted: i64 =
             script.key(&resource).arg(token).arg(count.unwrap_or(0) + 1).invoke_async(&mut r).await.unwrap();

@@ -89,7 +89,7 @@ for (let i = 0; i < rounds; i++) {
   const lostSignal = guard.signal
   const start = now()
   out({ event: 'grant', worker: id, lang: 'node', backend, pid, token, t_ns: start })
-  const count = await r.command('HGET', resource, 'count')
+  const count = await r.command('EVAL', script, 1, resource, token.toString()) // the fenced read (-1: refused)
   await sleep(holdMs) // widen the window a lost update would need
   const accepted = await r.command('EVAL', script, 1, resource, token.toString(), Number(count ?? 0) + 1)
   const end = now()

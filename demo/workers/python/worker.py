@@ -57,7 +57,7 @@ def main() -> None:
             token = lock.fencing_token
             start = time.monotonic_ns()
             emit({"event": "grant", **base, "token": token, "t_ns": start})
-            count = r.hget(resource, "count")
+            count = write(keys=[resource], args=[token])  # the fenced read (-1: refused)
             time.sleep(args.hold_ms / 1000)  # widen the window a lost update would need
             accepted = write(keys=[resource], args=[token, int(count or 0) + 1])
             end = time.monotonic_ns()

@@ -65,7 +65,8 @@ public final class DemoWorker {
                 long start = System.nanoTime();
                 out.println("{\"event\": \"grant\", " + common + ", \"token\": " + token + ", \"t_ns\": " + start + "}");
                 out.flush();
-                String count = redis.hget(resource, "count");
+                // The fenced read (-1: refused, and so is the write below).
+                String count = String.valueOf(redis.eval(script, List.of(resource), List.of(Long.toString(token))));
                 Thread.sleep(holdMs); // widen the window a lost update would need
                 Object accepted = redis.eval(script, List.of(resource),
                         List.of(Long.toString(token), Long.toString((count == null ? 0 : Long.parseLong(count)) + 1)));
