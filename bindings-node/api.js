@@ -49,8 +49,9 @@ function build(native) {
 
   /**
    * Connects to a Redis server (`redis://`, `rediss://`), a Redis master
-   * through Sentinel (`redis+sentinel://`, `rediss+sentinel://`) or a
-   * ZooKeeper ensemble (`zk://`, `zks://`).
+   * through Sentinel (`redis+sentinel://`, `rediss+sentinel://`), a Redis
+   * Cluster (`redis+cluster://`, `rediss+cluster://`) or a ZooKeeper
+   * ensemble (`zk://`, `zks://`).
    */
   async function connect(url, options) {
     checkString('url', url)

@@ -33,6 +33,7 @@ export interface ConnectOptions {
  * Connects to one Redis server or ZooKeeper ensemble. URLs:
  * `redis://[user:pass@]host:port[/db]`, `rediss://...?ca=PATH`,
  * `redis+sentinel://[user:pass@]h1:26379,h2:26379/MASTER[?replicas=K]` (or `rediss+sentinel://`),
+ * `redis+cluster://[user:pass@]h1:7000,h2:7001[?replicas=K]` (or `rediss+cluster://`),
  * `zk://[user:pass@]h1:2181,h2:2181[/chroot]`, `zks://...?ca=PATH`.
  *
  * @throws {TypeError} a malformed URL (`code: 'ERR_POLYLOCK_INVALID_URL'`) or a non-string.

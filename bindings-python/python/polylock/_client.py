@@ -30,7 +30,8 @@ def connect(
 ) -> Client:
     """Connects to ``redis://[user:pass@]host:port[/db]``, ``rediss://...?ca=PATH``,
     ``redis+sentinel://[user:pass@]h1:26379,h2:26379/MASTER[?replicas=K]`` (or
-    ``rediss+sentinel://``), ``zk://[user:pass@]h1:2181,h2:2181[/chroot]`` or
+    ``rediss+sentinel://``), ``redis+cluster://[user:pass@]h1:7000,h2:7001[?replicas=K]``
+    (or ``rediss+cluster://``), ``zk://[user:pass@]h1:2181,h2:2181[/chroot]`` or
     ``zks://...?ca=PATH``.
     Times in seconds: ``connect_timeout`` bounds the connect,
     ``request_timeout`` one Redis command, ``session_timeout`` is the

@@ -34,7 +34,8 @@ public final class LockClient implements AutoCloseable {
      * Connects with default options. URLs: {@code redis://[user:pass@]host:port[/db]},
      * {@code rediss://...?ca=PATH},
      * {@code redis+sentinel://[user:pass@]h1:26379,h2:26379/MASTER[?replicas=K]} (or
-     * {@code rediss+sentinel://}), {@code zk://[user:pass@]h1:2181,h2:2181[/chroot]},
+     * {@code rediss+sentinel://}), {@code redis+cluster://[user:pass@]h1:7000,h2:7001[?replicas=K]} (or
+     * {@code rediss+cluster://}), {@code zk://[user:pass@]h1:2181,h2:2181[/chroot]},
      * {@code zks://...?ca=PATH}.
      *
      * @throws IllegalArgumentException the URL is malformed (the message says which part)
