@@ -57,7 +57,8 @@ def main() -> None:
             token = lock.fencing_token
             start = time.monotonic_ns()
             emit({"event": "grant", **base, "token": token, "t_ns": start})
-            count = write(keys=[resource], args=[token])  # the fenced read (-1: refused)
+            # The fenced read (-1: refused, and so is the write below).
+            count = write(keys=[resource], args=[token])
             time.sleep(args.hold_ms / 1000)  # widen the window a lost update would need
             accepted = write(keys=[resource], args=[token, int(count or 0) + 1])
             end = time.monotonic_ns()
