@@ -45,6 +45,15 @@ pub enum RedisOp {
     Subscribe { channel: String },
     /// Redis: drop a subscription made with [`RedisOp::Subscribe`]. Reply: [`Reply::Done`].
     Unsubscribe { channel: String },
+    /// Redis Cluster: [`RedisOp::Subscribe`] with sharded pub/sub
+    /// (`SSUBSCRIBE`, on the node serving the channel's slot), where
+    /// `SPUBLISH` is heard (a different world from `PUBLISH`). Asked only
+    /// with [`crate::LockConfig::shard_release`]. Messages come as
+    /// [`Notification::Message`], as for `SUBSCRIBE`.
+    ShardSubscribe { channel: String },
+    /// Redis Cluster: drop a subscription made with [`RedisOp::ShardSubscribe`]
+    /// (`SUNSUBSCRIBE`). Reply: [`Reply::Done`].
+    ShardUnsubscribe { channel: String },
 }
 
 /// A ZooKeeper operation. Exhaustive on purpose, as [`RedisOp`].

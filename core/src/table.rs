@@ -74,8 +74,13 @@ pub struct LockTable {
     /// and the machine's own id of it (a fired watch is reported with it).
     watches: HashMap<RequestId, (String, RequestId)>,
     watch_ids: HashMap<(String, RequestId), RequestId>,
-    /// Redis: each subscribed channel's lock, and how many of its claims listen.
-    channels: HashMap<String, (String, u32)>,
+    /// Redis: each subscribed channel's locks, and how many of each one's
+    /// claims listen with `SUBSCRIBE` and with `SSUBSCRIBE` (by
+    /// [`listener_kind`]). Redisson's channel is shared: by a lock's claims,
+    /// and by names Redisson's naming rule maps to one channel (`abc` and
+    /// `{abc}`). The server keeps one subscription per connection, so only
+    /// the first subscribe and the last unsubscribe of each go out.
+    channels: HashMap<String, HashMap<String, [u32; 2]>>,
     statuses: HashMap<StatusId, StatusRead>,
     /// Every machine's next deadline.
     timers: BTreeSet<(Instant, String)>,
@@ -313,8 +318,14 @@ impl LockTable {
     pub fn handle_notification(&mut self, now: Instant, n: Notification) {
         let (name, n) = match n {
             Notification::Message { channel, payload } => {
-                let Some((name, _)) = self.channels.get(&channel) else { return };
-                (name.clone(), Notification::Message { channel, payload })
+                let Some(names) = self.channels.get(&channel) else { return };
+                let mut names: Vec<String> = names.keys().cloned().collect();
+                let Some(last) = names.pop() else { return };
+                for name in names {
+                    let n = Notification::Message { channel: channel.clone(), payload: payload.clone() };
+                    self.notify(now, &name, n);
+                }
+                (last, Notification::Message { channel, payload })
             }
             Notification::WatchFired { id } => {
                 let Some((name, local)) = self.fired_watch(id) else { return };
@@ -325,9 +336,13 @@ impl LockTable {
                 (name, Notification::NodeDeleted { id: local })
             }
         };
-        if let Some(e) = self.locks.get_mut(&name) {
+        self.notify(now, &name, n);
+    }
+
+    fn notify(&mut self, now: Instant, name: &str, n: Notification) {
+        if let Some(e) = self.locks.get_mut(name) {
             e.machine.handle_notification(now, n);
-            self.collect(&name);
+            self.collect(name);
         }
     }
 
@@ -427,19 +442,37 @@ impl LockTable {
     fn route_command(&mut self, name: &str, cmd: Command) {
         let Command { id: local, op } = cmd;
         let op = match op {
-            Op::Redis(RedisOp::Subscribe { channel }) => {
-                let e = self.channels.entry(channel.clone()).or_insert_with(|| (name.to_owned(), 0));
-                e.1 += 1;
-                Op::Redis(RedisOp::Subscribe { channel })
+            Op::Redis(op @ (RedisOp::Subscribe { .. } | RedisOp::ShardSubscribe { .. })) => {
+                let (channel, kind) = listener_kind(&op);
+                let names = self.channels.entry(channel.to_owned()).or_default();
+                let listening: u32 = names.values().map(|n| n[kind]).sum();
+                names.entry(name.to_owned()).or_default()[kind] += 1;
+                if listening > 0 {
+                    // Subscribed (or asked) already on this connection. No
+                    // claim waits for the reply of a channel it shares.
+                    return;
+                }
+                Op::Redis(op)
             }
-            Op::Redis(RedisOp::Unsubscribe { channel }) => {
-                if let Some(e) = self.channels.get_mut(&channel) {
-                    e.1 = e.1.saturating_sub(1);
-                    if e.1 == 0 {
-                        self.channels.remove(&channel);
+            Op::Redis(op @ (RedisOp::Unsubscribe { .. } | RedisOp::ShardUnsubscribe { .. })) => {
+                let (channel, kind) = listener_kind(&op);
+                if let Some(names) = self.channels.get_mut(channel) {
+                    if let Some(n) = names.get_mut(name) {
+                        n[kind] = n[kind].saturating_sub(1);
+                        if *n == [0; 2] {
+                            names.remove(name);
+                        }
+                    }
+                    let listening: u32 = names.values().map(|n| n[kind]).sum();
+                    if names.is_empty() {
+                        self.channels.remove(channel);
+                    }
+                    if listening > 0 {
+                        // Another claim still listens.
+                        return;
                     }
                 }
-                Op::Redis(RedisOp::Unsubscribe { channel })
+                Op::Redis(op)
             }
             Op::ZooKeeper(ZkOp::Unwatch { watch }) => {
                 let Some(global) = self.watch_ids.remove(&(name.to_owned(), watch)) else {
@@ -474,7 +507,10 @@ impl LockTable {
             self.timers.remove(&(at, name.to_owned()));
         }
         if !self.channels.is_empty() {
-            self.channels.retain(|_, (n, _)| n != name);
+            self.channels.retain(|_, names| {
+                names.remove(name);
+                !names.is_empty()
+            });
         }
         let stale: Vec<RequestId> = self.watches.iter().filter(|(_, (n, _))| n == name).map(|(id, _)| *id).collect();
         for id in stale {
@@ -502,5 +538,15 @@ impl LockTable {
             }
             StatusStep::Done(result) => self.events.push_back(Output::Status { id, result }),
         }
+    }
+}
+
+/// A (un)subscribe's channel, and its kind: 0 for `SUBSCRIBE`, 1 for
+/// `SSUBSCRIBE` (separate worlds on the server, counted apart).
+fn listener_kind(op: &RedisOp) -> (&str, usize) {
+    match op {
+        RedisOp::Subscribe { channel } | RedisOp::Unsubscribe { channel } => (channel, 0),
+        RedisOp::ShardSubscribe { channel } | RedisOp::ShardUnsubscribe { channel } => (channel, 1),
+        RedisOp::Eval { .. } | RedisOp::EvalAcked { .. } => unreachable!("not a subscription: {op:?}"),
     }
 }

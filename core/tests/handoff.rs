@@ -35,6 +35,12 @@ fn a_handed_over_lock_holds_for_the_waiters_lease_from_its_last_queued_acquire()
     let Op::Redis(RedisOp::Eval { args, .. }) = &first.op else { panic!("{first:?}") };
     assert!(args[5].ends_with("|10000"), "the queue member carries the lease in ms: {:?}", args[5]);
     m.handle_reply(at(10), first.id, busy());
+    // Redisson's channel first (a Redisson holder's release is heard there), then ours.
+    let redisson = m.poll_command().unwrap();
+    assert!(
+        matches!(&redisson.op, Op::Redis(RedisOp::Subscribe { channel }) if channel == "redisson_lock__channel:{orders/42}"),
+        "{redisson:?}"
+    );
     let sub = m.poll_command().unwrap();
     let Op::Redis(RedisOp::Subscribe { channel }) = sub.op.clone() else { panic!("{sub:?}") };
     m.handle_reply(at(20), sub.id, Reply::Done);

@@ -56,6 +56,12 @@ fn script(cmd: &Command) -> &'static str {
     }
 }
 
+/// Whether `channel` is one waiter's own (Redisson's channel `:` its queue
+/// member, `<field>|<claim id>|<lease>`), not the lock's shared one.
+fn is_waiter_channel(channel: &str) -> bool {
+    channel.contains('|')
+}
+
 /// Acquires `n` on Redis and answers its first try `busy`; returns the
 /// ticket and the waiter channel from the Subscribe that follows, answered,
 /// and the id of the acquire sent after it (still unanswered).
@@ -64,7 +70,10 @@ fn queue_behind_redis(t: &mut LockTable, n: &LockName, nonce: u128) -> (Ticket, 
     let first = only_command(&drain(t));
     assert_eq!(script(&first), "polylock_acquire");
     t.handle_reply(T0, first.id, busy());
-    let sub = only_command(&drain(t));
+    let subs = commands(&drain(t));
+    // Redisson's channel first (a Redisson holder's release is heard there), then ours.
+    let [redisson, sub] = subs.as_slice() else { panic!("{subs:?}") };
+    assert!(matches!(&redisson.op, Op::Redis(RedisOp::Subscribe { channel }) if !is_waiter_channel(channel)));
     let Op::Redis(RedisOp::Subscribe { channel }) = sub.op.clone() else { panic!("{sub:?}") };
     t.handle_reply(T0, sub.id, Reply::Done);
     let again = only_command(&drain(t));
@@ -89,7 +98,10 @@ fn redis_grants_reach_the_right_name_across_crossed_replies_and_handoffs() {
     // B's answer first, then A's.
     t.handle_reply(T0, cb.id, busy());
     t.handle_reply(T0, ca.id, busy());
-    let subs = commands(&drain(&mut t));
+    let subs: Vec<Command> = commands(&drain(&mut t))
+        .into_iter()
+        .filter(|c| matches!(&c.op, Op::Redis(RedisOp::Subscribe { channel }) if is_waiter_channel(channel)))
+        .collect();
     let channels: Vec<String> = subs
         .iter()
         .map(|c| match &c.op {
@@ -549,8 +561,10 @@ fn a_late_reply_to_a_dropped_machine_never_reaches_its_successor() {
     t.handle_notification(T0, Notification::Message { channel, payload: "40".into() });
     let outs = drain(&mut t);
     assert!(matches!(events(&outs).as_slice(), [(_, Event::Granted { .. })]), "{outs:?}");
-    let unsub = only_command(&outs);
-    assert!(matches!(unsub.op, Op::Redis(RedisOp::Unsubscribe { .. })), "{unsub:?}");
+    // Our channel's Unsubscribe, then Redisson's.
+    let unsubs = commands(&outs);
+    assert!(unsubs.iter().all(|c| matches!(c.op, Op::Redis(RedisOp::Unsubscribe { .. }))), "{unsubs:?}");
+    let unsub = unsubs[0].clone();
     let _ = t.release(T0, n.as_str(), OWNER, None).unwrap();
     let leave = only_command(&drain(&mut t));
     t.handle_reply(T0, leave.id, Reply::Redis(RedisValue::Int(1)));

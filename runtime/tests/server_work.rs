@@ -134,9 +134,14 @@ async fn handoff(url: &str, raw: &mut redis::aio::MultiplexedConnection, waiters
 ///   (2 EVALSHA) and the 12 commands they run inside (3 EXISTS, 2 HEXISTS,
 ///   GET, SET, HSET, PEXPIRE, DEL, PUBLISH, TIME);
 /// - one handoff: 19, the leave script that grants the first waiter (1
-///   EVALSHA, 17 commands inside, 2 of them PUBLISH) and the new holder's
-///   UNSUBSCRIBE; the waiter runs nothing to be granted (the token comes in
-///   the message). The same at 1, 10 and 100 waiters: nothing scans the queue.
+///   EVALSHA, 16 commands inside, 1 of them PUBLISH: the token on the
+///   waiter's channel; Redisson's `0` goes out only from a release that
+///   hands over to nobody) and the new holder's 2 UNSUBSCRIBEs (its own
+///   channel and Redisson's, where a waiter listens to hear a Redisson
+///   holder's release); the waiter runs nothing to be granted (the token
+///   comes in the message). The same at 1, 10 and 100 waiters: nothing
+///   scans the queue. (Each waiter's SUBSCRIBE to Redisson's channel runs
+///   when it queues, before the count starts, pipelined with its own.)
 const UNCONTENDED_BOUND: f64 = 14.0;
 const HANDOFF_BOUND: u64 = 19;
 

@@ -806,7 +806,7 @@ impl World {
     }
 
     fn send(&mut self, c: usize, cmd: Command) {
-        let pubsub = matches!(cmd.op, Op::Redis(RedisOp::Subscribe { .. }) | Op::Redis(RedisOp::Unsubscribe { .. }));
+        let pubsub = is_pubsub(&cmd.op);
         if self.clients[c].disconnected || self.rng.chance(self.sc.faults.drop_per_mille) && !pubsub {
             let drop_reply = !self.clients[c].disconnected && self.rng.chance(500);
             if !drop_reply {
@@ -832,7 +832,7 @@ impl World {
     fn serve(&mut self, c: usize, session: u64, cmd: Command, drop_reply: bool) {
         if !drop_reply && self.rng.chance(self.sc.faults.refuse_per_mille) {
             let reply = Reply::Refused(self.transient_error());
-            if matches!(cmd.op, Op::Redis(RedisOp::Subscribe { .. }) | Op::Redis(RedisOp::Unsubscribe { .. })) {
+            if is_pubsub(&cmd.op) {
                 // Answered on the pub/sub connection, like a confirmation.
                 self.push_pub(c, Input::Reply(cmd.id, reply));
             } else {
@@ -865,8 +865,8 @@ impl World {
                         other => other,
                     }
                 }
-                Op::Redis(RedisOp::Subscribe { channel }) => {
-                    let subs = self.redis.subs.entry(channel.clone()).or_default();
+                Op::Redis(op @ (RedisOp::Subscribe { .. } | RedisOp::ShardSubscribe { .. })) => {
+                    let subs = self.redis.subs.entry(sim_channel(op)).or_default();
                     if !subs.contains(&c) {
                         subs.push(c);
                     }
@@ -874,8 +874,8 @@ impl World {
                     self.push_pub(c, Input::Reply(cmd.id, Reply::Done));
                     return;
                 }
-                Op::Redis(RedisOp::Unsubscribe { channel }) => {
-                    if let Some(s) = self.redis.subs.get_mut(channel) {
+                Op::Redis(op @ (RedisOp::Unsubscribe { .. } | RedisOp::ShardUnsubscribe { .. })) => {
+                    if let Some(s) = self.redis.subs.get_mut(&sim_channel(op)) {
                         s.retain(|x| *x != c);
                     }
                     self.push_pub(c, Input::Reply(cmd.id, Reply::Done));
@@ -939,7 +939,9 @@ impl World {
 
     fn publish(&mut self, channel: &str, payload: &str) {
         let subs = self.redis.subs.get(channel).cloned().unwrap_or_default();
-        let msg = || Notification::Message { channel: channel.to_owned(), payload: payload.to_owned() };
+        // A shard channel's message names the channel as it was published.
+        let named = channel.strip_prefix("shard:").unwrap_or(channel);
+        let msg = || Notification::Message { channel: named.to_owned(), payload: payload.to_owned() };
         for s in subs {
             self.push_pub(s, Input::Notif(msg()));
             if self.rng.chance(self.sc.faults.dup_per_mille) {
@@ -1094,4 +1096,28 @@ pub fn check_liveness(out: &Outcome) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether a command goes on the pub/sub connection.
+fn is_pubsub(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Redis(
+            RedisOp::Subscribe { .. }
+                | RedisOp::Unsubscribe { .. }
+                | RedisOp::ShardSubscribe { .. }
+                | RedisOp::ShardUnsubscribe { .. }
+        )
+    )
+}
+
+/// The model's name of a (un)subscribe's channel: a shard channel
+/// (`SSUBSCRIBE`) is a world apart from the classic one of the same name,
+/// as `SPUBLISH` and `PUBLISH` are (see `redis_model`'s LEAVE).
+fn sim_channel(op: &RedisOp) -> String {
+    match op {
+        RedisOp::ShardSubscribe { channel } | RedisOp::ShardUnsubscribe { channel } => format!("shard:{channel}"),
+        RedisOp::Subscribe { channel } | RedisOp::Unsubscribe { channel } => channel.clone(),
+        other => panic!("not a subscription: {other:?}"),
+    }
 }

@@ -217,13 +217,9 @@ impl RedisModel {
         self.zrem(now, d, member);
         if held {
             self.keys.remove(lock);
-            publish.push((channel.clone(), "0".into()));
-            if let Some(shard) = a.get(4).filter(|c| !c.is_empty()) {
-                // SPUBLISH: a shard channel, which no SUBSCRIBE hears.
-                publish.push((format!("shard:{shard}"), "0".into()));
-            }
             self.releases += 1;
         }
+        let mut handed = false;
         if (held || was_first || pruned) && !self.exists(now, lock) {
             if let Some(first) = self.first_waiter(now, q, d, &mut pruned) {
                 // Direct handoff: granted for the lease the member carries
@@ -248,6 +244,14 @@ impl RedisModel {
                 self.grants.push((now, first_field, token as u64, lock.clone()));
                 publish.push((format!("{prefix}:{first}"), token.to_string()));
                 self.wakeups_sent += 1;
+                handed = true;
+            }
+        }
+        if held && !handed {
+            publish.push((channel.clone(), "0".into()));
+            if let Some(shard) = a.get(4).filter(|c| !c.is_empty()) {
+                // SPUBLISH: a shard channel, which no SUBSCRIBE hears.
+                publish.push((format!("shard:{shard}"), "0".into()));
             }
         }
         RedisValue::Int(held as i64)

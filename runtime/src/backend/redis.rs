@@ -88,7 +88,7 @@ fn push_reporter(
     let down = Arc::new(AtomicBool::new(false));
     move |push: redis::PushInfo| {
         let report = match push.kind {
-            redis::PushKind::Message => match message_of(&push) {
+            redis::PushKind::Message | redis::PushKind::SMessage => match message_of(&push) {
                 Some(message) => Report::Notification(message),
                 None => return Ok(()),
             },
@@ -175,6 +175,25 @@ where
 pub(crate) trait OpConnection: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {
     fn subscribe_to(self, channel: String) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send;
     fn unsubscribe_from(self, channel: String) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send;
+    /// Sharded pub/sub (`SSUBSCRIBE`), which only a cluster speaks; the core
+    /// asks for it only with `shard_release`, set for a cluster alone.
+    fn shard_subscribe_to(self, channel: String) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send {
+        async move { Err(no_sharded_pubsub(&channel)) }
+    }
+    fn shard_unsubscribe_from(
+        self,
+        channel: String,
+    ) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send {
+        async move { Err(no_sharded_pubsub(&channel)) }
+    }
+}
+
+fn no_sharded_pubsub(channel: &str) -> redis::RedisError {
+    redis::RedisError::from((
+        redis::ErrorKind::InvalidClientConfig,
+        "sharded pub/sub is a Redis Cluster's",
+        channel.to_owned(),
+    ))
 }
 
 impl OpConnection for redis::aio::ConnectionManager {
@@ -227,6 +246,18 @@ pub(crate) fn start_op<C: OpConnection>(commands: &C, pubsub: &C, timeout: Durat
             let unsubscribed = pubsub.clone().unsubscribe_from(channel);
             start_now(async move {
                 within(timeout, "unsubscribe", unsubscribed, |r| r.map_or_else(redis_failure, |()| Reply::Done)).await
+            })
+        }
+        RedisOp::ShardSubscribe { channel } => {
+            let subscribed = pubsub.clone().shard_subscribe_to(channel);
+            start_now(async move {
+                within(timeout, "ssubscribe", subscribed, |r| r.map_or_else(redis_failure, |()| Reply::Done)).await
+            })
+        }
+        RedisOp::ShardUnsubscribe { channel } => {
+            let unsubscribed = pubsub.clone().shard_unsubscribe_from(channel);
+            start_now(async move {
+                within(timeout, "sunsubscribe", unsubscribed, |r| r.map_or_else(redis_failure, |()| Reply::Done)).await
             })
         }
     }

@@ -53,8 +53,8 @@ pub(crate) struct ClusterTransport {
     commands: ClusterConnection,
     pubsub: ClusterConnection,
     request_timeout: Duration,
-    /// The channels subscribed: restored after an outage before `Connected`.
-    channels: Arc<Mutex<HashSet<String>>>,
+    /// The channels subscribed (`true`: sharded): restored after an outage before `Connected`.
+    channels: Arc<Mutex<HashSet<(bool, String)>>>,
     /// Turns pushes into reports; ends with the transport.
     supervisor: tokio::task::JoinHandle<()>,
 }
@@ -73,6 +73,14 @@ impl OpConnection for ClusterConnection {
 
     async fn unsubscribe_from(mut self, channel: String) -> redis::RedisResult<()> {
         self.unsubscribe(&channel).await
+    }
+
+    async fn shard_subscribe_to(mut self, channel: String) -> redis::RedisResult<()> {
+        self.ssubscribe(&channel).await
+    }
+
+    async fn shard_unsubscribe_from(mut self, channel: String) -> redis::RedisResult<()> {
+        self.sunsubscribe(&channel).await
     }
 }
 
@@ -138,10 +146,16 @@ impl Transport for ClusterTransport {
         let Op::Redis(op) = cmd.op else { return not_ours("Redis", &cmd.op) };
         match &op {
             RedisOp::Subscribe { channel } => {
-                self.channels.lock().unwrap().insert(channel.clone());
+                self.channels.lock().unwrap().insert((false, channel.clone()));
             }
             RedisOp::Unsubscribe { channel } => {
-                self.channels.lock().unwrap().remove(channel);
+                self.channels.lock().unwrap().remove(&(false, channel.clone()));
+            }
+            RedisOp::ShardSubscribe { channel } => {
+                self.channels.lock().unwrap().insert((true, channel.clone()));
+            }
+            RedisOp::ShardUnsubscribe { channel } => {
+                self.channels.lock().unwrap().remove(&(true, channel.clone()));
             }
             RedisOp::Eval { .. } | RedisOp::EvalAcked { .. } => {}
         }
@@ -157,7 +171,7 @@ async fn supervise(
     reports: Reports,
     commands: ClusterConnection,
     pubsub: ClusterConnection,
-    channels: Arc<Mutex<HashSet<String>>>,
+    channels: Arc<Mutex<HashSet<(bool, String)>>>,
     timeout: Duration,
 ) {
     let mut restoring: Option<futures::future::BoxFuture<'static, ()>> = None;
@@ -166,7 +180,8 @@ async fn supervise(
             push = pushed.recv() => {
                 let Some(push) = push else { return };
                 match push.kind {
-                    redis::PushKind::Message => match message_of(&push) {
+                    // SMessage: a shard channel's (Redisson's `0` by `SPUBLISH`).
+                    redis::PushKind::Message | redis::PushKind::SMessage => match message_of(&push) {
                         Some(message) => Report::Notification(message),
                         None => continue,
                     },
@@ -200,7 +215,7 @@ async fn supervise(
 async fn restore(
     commands: ClusterConnection,
     pubsub: ClusterConnection,
-    channels: Arc<Mutex<HashSet<String>>>,
+    channels: Arc<Mutex<HashSet<(bool, String)>>>,
     timeout: Duration,
 ) {
     let mut delay = Duration::from_millis(20);
@@ -216,7 +231,7 @@ async fn restore(
 async fn restored(
     commands: &ClusterConnection,
     pubsub: &ClusterConnection,
-    channels: &Mutex<HashSet<String>>,
+    channels: &Mutex<HashSet<(bool, String)>>,
     timeout: Duration,
 ) -> bool {
     let every_master =
@@ -225,10 +240,17 @@ async fn restored(
     if !matches!(pinged, Ok(Ok(_))) {
         return false;
     }
-    let wanted: Vec<String> = channels.lock().unwrap().iter().cloned().collect();
-    let subscribed = futures::future::join_all(
-        wanted.into_iter().map(|channel| tokio::time::timeout(timeout, pubsub.clone().subscribe_to(channel))),
-    )
+    let wanted: Vec<(bool, String)> = channels.lock().unwrap().iter().cloned().collect();
+    let subscribed = futures::future::join_all(wanted.into_iter().map(|(sharded, channel)| {
+        let conn = pubsub.clone();
+        tokio::time::timeout(timeout, async move {
+            if sharded {
+                conn.shard_subscribe_to(channel).await
+            } else {
+                conn.subscribe_to(channel).await
+            }
+        })
+    }))
     .await;
     subscribed.iter().all(|r| matches!(r, Ok(Ok(()))))
 }

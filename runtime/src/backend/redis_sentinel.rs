@@ -328,6 +328,8 @@ impl Transport for SentinelTransport {
                 RedisOp::Unsubscribe { channel } => {
                     cur.channels.remove(channel);
                 }
+                // Never asked here (a cluster's alone); the transport refuses it.
+                RedisOp::ShardSubscribe { .. } | RedisOp::ShardUnsubscribe { .. } => {}
                 RedisOp::Eval { .. } | RedisOp::EvalAcked { .. } => {}
             }
             cur.transport.start(cmd)

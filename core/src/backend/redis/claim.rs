@@ -52,6 +52,9 @@ pub(crate) struct RedisClaim {
     wait: bool,
     phase: Phase,
     subscribed: bool,
+    /// Listening on Redisson's channel too (while queued): a Redisson
+    /// holder's release publishes only there, so a `0` there means try now.
+    redisson_subscribed: bool,
     /// A wake-up arrived while an acquire was in flight: retry at once if it says busy.
     woken: bool,
     /// When the latest acquire that the server answered "queued" was sent.
@@ -98,6 +101,7 @@ impl RedisClaim {
             wait,
             phase: Phase::Acquiring { req: None, sent_at: Instant::default() },
             subscribed: false,
+            redisson_subscribed: false,
             woken: false,
             queued_since: None,
             give_up_by: None,
@@ -149,7 +153,29 @@ impl RedisClaim {
         self.phase = Phase::Acquiring { req: Some(id), sent_at: cx.now };
     }
 
+    /// Redisson's channel where a Redisson release is heard: `SSUBSCRIBE`
+    /// on a cluster where the release script `SPUBLISH`es there (Redisson's
+    /// default there), and `SUBSCRIBE` always (Redisson's other modes, and
+    /// its cluster mode without sharded pub/sub).
+    fn redisson_subscriptions(&self, cx: &Cx<'_>) -> (String, Option<String>) {
+        let shard = self.keys.shard_channel().filter(|_| cx.cfg.shard_release).map(str::to_owned);
+        (self.keys.channel().to_owned(), shard)
+    }
+
+    /// Subscribes to our channel, and first (sent ahead on the same
+    /// connection, so confirmed by the time ours is) to Redisson's: its
+    /// reply is not awaited, as the table shares it between the lock's
+    /// claims and answers only the first; if it failed, the fallback
+    /// timer still wakes us.
     fn send_subscribe(&mut self, cx: &mut Cx<'_>) {
+        if !self.redisson_subscribed {
+            self.redisson_subscribed = true;
+            let (channel, shard) = self.redisson_subscriptions(cx);
+            let _ = cx.out.send(RedisOp::Subscribe { channel });
+            if let Some(channel) = shard {
+                let _ = cx.out.send(RedisOp::ShardSubscribe { channel });
+            }
+        }
         let id = cx.out.send(RedisOp::Subscribe { channel: self.channel() });
         self.subscribed = true;
         self.phase = Phase::Subscribing { req: Some(id) };
@@ -159,6 +185,14 @@ impl RedisClaim {
         if self.subscribed {
             self.subscribed = false;
             let _ = cx.out.send(RedisOp::Unsubscribe { channel: self.channel() });
+        }
+        if self.redisson_subscribed {
+            self.redisson_subscribed = false;
+            let (channel, shard) = self.redisson_subscriptions(cx);
+            let _ = cx.out.send(RedisOp::Unsubscribe { channel });
+            if let Some(channel) = shard {
+                let _ = cx.out.send(RedisOp::ShardUnsubscribe { channel });
+            }
         }
     }
 
@@ -319,6 +353,9 @@ impl RedisClaim {
                 Progress::Pending
             }
             Reply::Failed(_) => {
+                // Dropped before it is asked again, so the table counts each
+                // listener once (it forwards only a channel's last unsubscribe).
+                self.send_unsubscribe(cx);
                 self.phase = Phase::Subscribing { req: None };
                 self.retry_later(cx);
                 Progress::Pending
@@ -371,6 +408,15 @@ impl RedisClaim {
                 Progress::Pending
             }
             other => unexpected("leave", other),
+        }
+    }
+
+    /// A wake-up: try now if waiting, or once more if the acquire in flight says busy.
+    fn wake(&mut self, cx: &mut Cx<'_>) {
+        match self.phase {
+            Phase::Waiting => self.send_acquire(cx),
+            Phase::Acquiring { req: Some(_), .. } => self.woken = true,
+            _ => {}
         }
     }
 
@@ -462,6 +508,13 @@ impl Claim for RedisClaim {
 
     fn on_notification(&mut self, cx: &mut Cx<'_>, n: &Notification) -> Progress {
         let Notification::Message { channel, payload } = n else { return Progress::Pending };
+        if *channel == self.keys.channel() {
+            // A release that handed the lock to nobody (a Redisson holder's,
+            // or ours with nobody queued): try at once. The lock's every
+            // waiter hears it; the first in line gets it.
+            self.wake(cx);
+            return Progress::Pending;
+        }
         if *channel != self.channel() {
             return Progress::Pending;
         }
@@ -475,11 +528,7 @@ impl Claim for RedisClaim {
                 None if !matches!(self.phase, Phase::Acquiring { req: Some(_), .. }) => self.send_acquire(cx),
                 None => self.woken = true,
             },
-            _ => match self.phase {
-                Phase::Waiting => self.send_acquire(cx),
-                Phase::Acquiring { req: Some(_), .. } => self.woken = true,
-                _ => {}
-            },
+            _ => self.wake(cx),
         }
         Progress::Pending
     }

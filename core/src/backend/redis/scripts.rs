@@ -107,10 +107,7 @@ return {0, redis.call('PTTL', KEYS[1])}
 /// ARGV: field, Redisson channel, waiter channel prefix, our queue member,
 /// Redisson's shard channel (optional, empty for none).
 /// Leaves the lock and the queue: deletes the lock if our field holds it
-/// (publishing `0` for Redisson waiters, also with `SPUBLISH` on the shard
-/// channel when given: Redisson's waiters on a cluster listen there; a
-/// server without sharded pub/sub refuses it, which `pcall` ignores, as a
-/// release must not fail for a wake-up) and drops our queue entry. If the
+/// and drops our queue entry. If the
 /// lock is then free and we held it or were first in line, it is handed
 /// straight to the first live waiter: granted to its field for the lease
 /// its queue member carries (a duration, so no clock of this server is
@@ -118,21 +115,31 @@ return {0, redis.call('PTTL', KEYS[1])}
 /// [`ACQUIRE`]'s rule, and the token published on its channel, so the
 /// waiter holds the lock without a round trip of its own. A member without
 /// a lease (an older client's) is granted until its queue deadline.
+/// A release that hands the lock to nobody publishes `0` on Redisson's
+/// channel: Redisson's waiters, and ours queued behind a Redisson holder,
+/// listen there and try again (also with `SPUBLISH` on the shard channel
+/// when given: Redisson's waiters on a cluster listen there; a server
+/// without sharded pub/sub refuses it, which `pcall` ignores, as a release
+/// must not fail for a wake-up). A release that hands over publishes only
+/// the new holder's token: one waiter woken, no herd.
 /// Returns 1 if we held the lock, else 0. Used for release, cancel and cleanup.
 pub static LEAVE: Script = Script {
     name: "polylock_leave",
     source: concat!(
-        "-- polylock leave v6\n",
+        "-- polylock leave v7\n",
         r#"
-local held = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
-if held then
-  redis.call('DEL', KEYS[1])
+local function wake_redisson()
   redis.call('PUBLISH', ARGV[2], '0')
   if ARGV[5] and ARGV[5] ~= '' then
     redis.pcall('SPUBLISH', ARGV[5], '0')
   end
-  -- Fast path: a holder is never queued; with no queue there is nobody to wake.
+end
+local held = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
+if held then
+  redis.call('DEL', KEYS[1])
+  -- Fast path: a holder is never queued; with no queue there is nobody to hand to.
   if redis.call('EXISTS', KEYS[2]) == 0 then
+    wake_redisson()
     return 1
   end
 end
@@ -142,6 +149,7 @@ end
 local was_first = (not held) and first_waiter(KEYS[2], KEYS[3]) == ARGV[4]
 redis.call('ZREM', KEYS[2], ARGV[4])
 redis.call('ZREM', KEYS[3], ARGV[4])
+local handed = false
 if (held or was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0 then
   local first = first_waiter(KEYS[2], KEYS[3])
   if first ~= nil then
@@ -157,8 +165,10 @@ if (held or was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0 then
     local token = math.max(tonumber(redis.call('GET', KEYS[4]) or '0') + 1, now_us)
     redis.call('SET', KEYS[4], string.format('%.0f', token), 'PX', lease)
     redis.call('PUBLISH', ARGV[3] .. ':' .. first, string.format('%.0f', token))
+    handed = true
   end
 end
+if held and not handed then wake_redisson() end
 if held then return 1 end
 return 0
 "#
