@@ -28,7 +28,10 @@
 //! (`a{`, `a}`). Redisson on a cluster waits on sharded pub/sub by default
 //! (`shardedSubscriptionMode` AUTO), so the client sets the core's
 //! `shard_release`: each release also `SPUBLISH`es Redisson's `0` where it
-//! can. Exclusion never depends on it: only wake-ups do.
+//! can, and a queued waiter also listens on Redisson's channel with
+//! `SSUBSCRIBE` (core asks with `RedisOp::ShardSubscribe`; the crate sends
+//! it to the slot's node and restores it like the others), to hear a
+//! Redisson holder's release. Exclusion never depends on it: only wake-ups do.
 //!
 //! The executor is told of outages: a node's connection dropping reports
 //! [`ConnectionEvent::Disconnected`]; `Connected` follows once every master

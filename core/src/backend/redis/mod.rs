@@ -4,7 +4,7 @@
 //! names in [`keys`], all in the lock key's cluster slot):
 //! - the lock is a HASH at the lock name, field `<client uuid>:<owner id>`, value 1;
 //!   Redisson clients see it as held and wait; we see theirs the same way;
-//! - every release publishes `0` on Redisson's channel
+//! - a release that hands the lock to nobody publishes `0` on Redisson's channel
 //!   (`redisson_lock__channel:{name}`, or `redisson_lock__channel:name` when
 //!   the name holds a `{`), which wakes Redisson waiters (on a Redis
 //!   Cluster, with `LockConfig::shard_release`, also with `SPUBLISH`, where
@@ -24,7 +24,10 @@
 //!   hands the lock straight to the first live waiter, for that waiter's
 //!   lease, and publishes its fencing token on that waiter's channel: one
 //!   release, one message, however many wait (no herd), and the waiter
-//!   holds the lock without a round trip of its own.
+//!   holds the lock without a round trip of its own. A Redisson release
+//!   publishes only `0` on Redisson's channel, so a queued waiter listens
+//!   there too (and with `SSUBSCRIBE` under `shard_release`) and tries
+//!   again on a message.
 //!
 //! All scripts are idempotent in what they grant, so a request whose reply
 //! was lost is simply sent again (a retried grant gets a new, larger token).
