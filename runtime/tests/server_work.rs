@@ -75,14 +75,49 @@ async fn uncontended(url: &str, raw: &mut redis::aio::MultiplexedConnection) -> 
     (total as f64 / ROUNDS as f64, per)
 }
 
+/// Who holds the lock the waiters queue behind.
+#[derive(Clone, Copy, PartialEq)]
+enum Holder {
+    Polylock,
+    /// Redisson's layout by hand (a hash at the name, 30 s lease), released
+    /// as Redisson's unlock does: `DEL` and `PUBLISH 0` on its channel.
+    Redisson,
+}
+
+const REDISSON_UNLOCK: &str = "redis.call('DEL', KEYS[1]); redis.call('PUBLISH', ARGV[1], '0'); return 1";
+
 /// Commands for one handoff: a holder releases while `waiters` clients wait
 /// (each its own connections, as separate processes would), counted from
-/// the release to the first waiter's grant.
-async fn handoff(url: &str, raw: &mut redis::aio::MultiplexedConnection, waiters: usize) -> (u64, String) {
+/// the release to the first waiter's grant; per command, as `delta` gives them.
+async fn handoff(
+    url: &str,
+    raw: &mut redis::aio::MultiplexedConnection,
+    waiters: usize,
+    by: Holder,
+) -> (u64, HashMap<String, u64>, String) {
     let name = unique(&format!("work-handoff-{waiters}"));
-    let queue = polylock_core::redis::RedisKeys::of(&LockName::new(&name).unwrap()).queue().to_owned();
+    let keys = polylock_core::redis::RedisKeys::of(&LockName::new(&name).unwrap());
+    let queue = keys.queue().to_owned();
     let holder = client(url).await;
-    let guard = holder.lock(&name).unwrap().acquire().await.unwrap();
+    let guard = match by {
+        Holder::Polylock => Some(holder.lock(&name).unwrap().acquire().await.unwrap()),
+        Holder::Redisson => {
+            let (): () = redis::pipe()
+                .cmd("HSET")
+                .arg(&name)
+                .arg("redisson-uuid:1")
+                .arg(1)
+                .ignore()
+                .cmd("PEXPIRE")
+                .arg(&name)
+                .arg(30_000)
+                .ignore()
+                .query_async(raw)
+                .await
+                .unwrap();
+            None
+        }
+    };
     let (granted_tx, mut granted) = mpsc::unbounded_channel();
     let mut clients: Vec<Client> = Vec::new();
     let mut done = Vec::new();
@@ -109,7 +144,19 @@ async fn handoff(url: &str, raw: &mut redis::aio::MultiplexedConnection, waiters
     .await;
     assert!(all_queued, "{waiters} waiters never all queued");
     let before = settled(raw).await;
-    guard.release().await.unwrap();
+    match guard {
+        Some(guard) => guard.release().await.unwrap(),
+        None => {
+            let _: i64 = redis::cmd("EVAL")
+                .arg(REDISSON_UNLOCK)
+                .arg(1)
+                .arg(&name)
+                .arg(keys.channel())
+                .query_async(raw)
+                .await
+                .unwrap();
+        }
+    }
     let first = granted.recv().await.unwrap();
     let after = settled(raw).await;
     // Let everyone through, one handoff at a time, then close.
@@ -125,7 +172,9 @@ async fn handoff(url: &str, raw: &mut redis::aio::MultiplexedConnection, waiters
         c.close().await;
     }
     holder.close().await;
-    delta(&before, &after)
+    let per = after.iter().map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0))).collect();
+    let (total, detail) = delta(&before, &after);
+    (total, per, detail)
 }
 
 /// Today's counts (Redis 7.0, measured by this test on this branch; the
@@ -153,12 +202,27 @@ async fn server_commands_per_acquire_release_and_per_handoff_do_not_grow() {
     eprintln!("uncontended acquire+release: {per_op} commands ({detail} over {ROUNDS})");
     let mut handoffs = Vec::new();
     for waiters in [1, 10, 100] {
-        let (n, detail) = handoff(&url, &mut raw, waiters).await;
+        let (n, _, detail) = handoff(&url, &mut raw, waiters, Holder::Polylock).await;
         eprintln!("handoff with {waiters} waiters: {n} commands ({detail})");
         handoffs.push((waiters, n, detail));
+    }
+    let mut redisson = Vec::new();
+    for waiters in [1, 10] {
+        let (n, per, detail) = handoff(&url, &mut raw, waiters, Holder::Redisson).await;
+        eprintln!("Redisson release with {waiters} polylock waiters: {n} commands ({detail})");
+        redisson.push((waiters, per.get("eval").copied().unwrap_or(0), detail));
     }
     assert!(per_op <= UNCONTENDED_BOUND, "uncontended acquire+release ran {per_op} commands ({detail})");
     for (waiters, n, detail) in handoffs {
         assert!(n <= HANDOFF_BOUND, "a handoff with {waiters} waiters ran {n} commands ({detail})");
+    }
+    // A Redisson release wakes every polylock waiter of the name (it
+    // publishes one `0` for all): each tries once, the first in line gets
+    // it; nobody tries twice. The 1 is Redisson's unlock itself.
+    for (waiters, evals, detail) in redisson {
+        assert!(
+            evals <= 1 + waiters as u64,
+            "a Redisson release with {waiters} waiters ran {evals} scripts ({detail})"
+        );
     }
 }
