@@ -22,9 +22,15 @@ fn config(shard_release: bool) -> LockConfig {
     cfg
 }
 
-/// Busy: the holder (Redisson's, say) has 30 s of its lease left.
+/// Busy: the holder (Redisson's, say) has 30 s of its lease left, and we
+/// are first in line.
 fn busy() -> Reply {
-    Reply::Redis(RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(30_000)]))
+    queued_behind(true)
+}
+
+/// Busy, 30 s left, and whether we are first in line.
+fn queued_behind(first: bool) -> Reply {
+    Reply::Redis(RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(30_000), RedisValue::Int(first as i64)]))
 }
 
 fn granted(token: i64) -> Reply {
@@ -93,6 +99,35 @@ fn a_waiter_hearing_redissons_release_tries_again_at_once() {
         listening(&drain(&mut m)),
         vec![("UNSUBSCRIBE", "own".to_owned()), ("UNSUBSCRIBE", REDISSON.to_owned())]
     );
+}
+
+/// Only the first in line tries again on Redisson's `0`: the others would
+/// only queue again (N waiters, N acquires, one grant: a herd). A waiter
+/// that becomes first is told on its own channel (LEAVE of the previous
+/// first, or a prune), asks, and learns it.
+#[test]
+fn only_the_first_in_line_tries_again_on_redissons_release() {
+    let mut m = LockMachine::new(config(false), LockName::new("orders/42").unwrap(), Nonce(1)).unwrap();
+    m.acquire(at(0), OwnerId(1), AcquireOptions::default(), Nonce(2)).unwrap();
+    let first = m.poll_command().unwrap();
+    m.handle_reply(at(1), first.id, queued_behind(false));
+    let subs = drain(&mut m);
+    let Op::Redis(RedisOp::Subscribe { channel: own }) = subs.last().unwrap().op.clone() else { panic!("{subs:?}") };
+    m.handle_reply(at(2), subs.last().unwrap().id, Reply::Done);
+    let again = drain(&mut m);
+    m.handle_reply(at(3), again[0].id, queued_behind(false));
+
+    m.handle_notification(at(100), Notification::Message { channel: REDISSON.to_owned(), payload: "0".into() });
+    assert!(drain(&mut m).is_empty(), "second in line, it tried again on Redisson's release");
+
+    // The first in line left: told on our own channel, we ask and are first now.
+    m.handle_notification(at(200), Notification::Message { channel: own, payload: "0".into() });
+    let asked = drain(&mut m);
+    assert!(matches!(asked.as_slice(), [a] if is_acquire(a)), "{asked:?}");
+    m.handle_reply(at(201), asked[0].id, queued_behind(true));
+    m.handle_notification(at(300), Notification::Message { channel: REDISSON.to_owned(), payload: "0".into() });
+    let sent = drain(&mut m);
+    assert!(matches!(sent.as_slice(), [a] if is_acquire(a)), "first in line, Redisson's release unheard: {sent:?}");
 }
 
 /// A Redisson release heard while the waiter's acquire is out is not lost:

@@ -135,3 +135,51 @@ async fn a_release_that_hands_over_publishes_no_redisson_wake_up() {
     holder.close().await;
     other.close().await;
 }
+
+/// Two polylock waiters behind a Redisson holder; the first in line gives
+/// up (its timeout): the second, now first, is told so by that LEAVE, and
+/// takes the lock at the Redisson release, not at the holder's expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_in_line_hears_the_redisson_release_after_the_first_gives_up() {
+    let url = redis_url();
+    let name = unique("redisson-wake-next");
+    let keys = RedisKeys::of(&LockName::new(&name).unwrap());
+    let mut raw = raw_redis(&url).await;
+    let _: () = redis::cmd("HSET").arg(&name).arg("redisson-uuid:1").arg(1).query_async(&mut raw).await.unwrap();
+    let _: () = redis::cmd("PEXPIRE").arg(&name).arg(REDISSON_LEASE_MS).query_async(&mut raw).await.unwrap();
+    let queued = |n: u64| {
+        let raw = raw.clone();
+        let queue = keys.queue().to_owned();
+        eventually(Duration::from_secs(2), move || {
+            let mut raw = raw.clone();
+            let queue = queue.clone();
+            async move { redis::cmd("ZCARD").arg(&queue).query_async::<u64>(&mut raw).await.unwrap() == n }
+        })
+    };
+
+    let (first, second) = (client(&url).await, client(&url).await);
+    let lock = first.lock(&name).unwrap();
+    let quitter = tokio::spawn(async move { lock.acquire_as(OwnerId(1), Some(Duration::from_millis(800))).await });
+    assert!(queued(1).await, "the first waiter never queued");
+    let lock = second.lock(&name).unwrap();
+    let waiter = tokio::spawn(async move { lock.acquire_as(OwnerId(2), Some(WAIT + WAIT)).await });
+    assert!(queued(2).await, "the second waiter never queued");
+    assert!(quitter.await.unwrap().is_err(), "the first waiter got a lock Redisson holds");
+    assert!(queued(1).await, "the first waiter's LEAVE did not drop its queue entry");
+
+    let _: i64 = redis::cmd("EVAL")
+        .arg(REDISSON_UNLOCK)
+        .arg(1)
+        .arg(&name)
+        .arg(keys.channel())
+        .arg("PUBLISH")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let released = std::time::Instant::now();
+    let guard = waiter.await.unwrap().unwrap();
+    assert!(released.elapsed() < WAIT, "granted {:?} after the Redisson release", released.elapsed());
+    guard.release().await.unwrap();
+    first.close().await;
+    second.close().await;
+}

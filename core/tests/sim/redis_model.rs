@@ -168,19 +168,19 @@ impl RedisModel {
         }
         let mut pruned = false;
         let first = self.first_waiter(now, q, d, &mut pruned);
-        if !self.exists(now, lock) {
-            if first.is_none() || first.as_deref() == Some(member.as_str()) {
-                if first.is_some() {
-                    self.zrem(now, q, member);
-                    self.zrem(now, d, member);
-                }
-                return self.grant(now, now_us, lock, fence, field, lease);
+        // Free, and nobody or we first in line.
+        if !self.exists(now, lock) && (first.is_none() || first.as_deref() == Some(member.as_str())) {
+            if first.is_some() {
+                self.zrem(now, q, member);
+                self.zrem(now, d, member);
             }
-            if pruned {
-                publish.push((format!("{prefix}:{}", first.unwrap()), "0".into()));
-                self.wakeups_sent += 1;
-            }
+            return self.grant(now, now_us, lock, fence, field, lease);
         }
+        if let Some(next) = first.as_ref().filter(|f| pruned && *f != member) {
+            publish.push((format!("{prefix}:{next}"), "0".into()));
+            self.wakeups_sent += 1;
+        }
+        let head = first.is_none() || first.as_deref() == Some(member.as_str());
         if wait {
             // now_us: the model's clock has ms resolution; a per-call counter breaks ties in arrival order.
             let arrival = now as f64 * 1000.0 + (self.acquire_calls % 1000) as f64;
@@ -193,7 +193,7 @@ impl RedisModel {
                 }
             }
         }
-        RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(self.pttl(now, lock))])
+        RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(self.pttl(now, lock)), RedisValue::Int(head as i64)])
     }
 
     /// ACQUIRE's `grant`: the field holds the lock for `lease`, with the next token.
@@ -245,6 +245,13 @@ impl RedisModel {
                 publish.push((format!("{prefix}:{first}"), token.to_string()));
                 self.wakeups_sent += 1;
                 handed = true;
+            }
+        }
+        if was_first && !handed && self.exists(now, lock) {
+            // Someone else holds it: the new first in line is told so.
+            if let Some(next) = self.first_waiter(now, q, d, &mut pruned) {
+                publish.push((format!("{prefix}:{next}"), "0".into()));
+                self.wakeups_sent += 1;
             }
         }
         if held && !handed {

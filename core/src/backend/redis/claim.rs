@@ -55,6 +55,10 @@ pub(crate) struct RedisClaim {
     /// Listening on Redisson's channel too (while queued): a Redisson
     /// holder's release publishes only there, so a `0` there means try now.
     redisson_subscribed: bool,
+    /// First in the server's queue, as the latest "queued" answer said: only
+    /// the first tries again on Redisson's `0` (the others would only queue
+    /// again). A waiter that becomes first is told on its own channel.
+    first_in_line: bool,
     /// A wake-up arrived while an acquire was in flight: retry at once if it says busy.
     woken: bool,
     /// When the latest acquire that the server answered "queued" was sent.
@@ -102,6 +106,7 @@ impl RedisClaim {
             phase: Phase::Acquiring { req: None, sent_at: Instant::default() },
             subscribed: false,
             redisson_subscribed: false,
+            first_in_line: false,
             woken: false,
             queued_since: None,
             give_up_by: None,
@@ -269,7 +274,7 @@ impl RedisClaim {
 
     fn on_acquire_reply(&mut self, cx: &mut Cx<'_>, sent_at: Instant, reply: Reply) -> Progress {
         let (reply, acks) = split_acks(cx, reply);
-        let (granted, value) = match parse_pair(&reply) {
+        let (granted, value, first) = match parse_pair(&reply) {
             Ok(Some(pair)) => pair,
             Ok(None) => {
                 // No answer: the script may or may not have run. It is idempotent.
@@ -316,6 +321,7 @@ impl RedisClaim {
             self.finish();
             return Progress::Busy;
         }
+        self.first_in_line = first;
         self.on_queued(cx, sent_at, value);
         Progress::Pending
     }
@@ -462,12 +468,17 @@ fn short_of(cx: &Cx<'_>, acks: Option<i64>) -> Option<String> {
     }
 }
 
-/// Reads `{flag, value}` from a script reply. `Ok(None)` means no answer.
-fn parse_pair(reply: &Reply) -> Result<Option<(bool, i64)>, Error> {
+/// Reads `{flag, value[, first]}` from an acquire reply (`first`, whether
+/// a queued waiter is first in line, taken as yes when absent: a wake-up
+/// too many costs one acquire, one too few a wait). `Ok(None)` means no answer.
+fn parse_pair(reply: &Reply) -> Result<Option<(bool, i64, bool)>, Error> {
     match reply {
         Reply::Failed(_) => Ok(None),
         Reply::Redis(RedisValue::Array(items)) => match items.as_slice() {
-            [RedisValue::Int(flag @ (0 | 1)), RedisValue::Int(v)] => Ok(Some((*flag == 1, *v))),
+            [RedisValue::Int(flag @ (0 | 1)), RedisValue::Int(v)] => Ok(Some((*flag == 1, *v, true))),
+            [RedisValue::Int(flag @ (0 | 1)), RedisValue::Int(v), RedisValue::Int(first @ (0 | 1))] => {
+                Ok(Some((*flag == 1, *v, *first == 1)))
+            }
             _ => Err(Error::Protocol(format!("unexpected acquire reply {items:?}"))),
         },
         other => Err(Error::Protocol(format!("unexpected acquire reply {other:?}"))),
@@ -510,9 +521,12 @@ impl Claim for RedisClaim {
         let Notification::Message { channel, payload } = n else { return Progress::Pending };
         if *channel == self.keys.channel() {
             // A release that handed the lock to nobody (a Redisson holder's,
-            // or ours with nobody queued): try at once. The lock's every
-            // waiter hears it; the first in line gets it.
-            self.wake(cx);
+            // or ours with nobody queued): the first in line tries at once
+            // (an acquire in flight may be answered "first": asked again).
+            // The others would only queue again: no herd.
+            if self.first_in_line || matches!(self.phase, Phase::Acquiring { req: Some(_), .. }) {
+                self.wake(cx);
+            }
             return Progress::Pending;
         }
         if *channel != self.channel() {

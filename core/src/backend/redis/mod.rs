@@ -26,8 +26,8 @@
 //!   release, one message, however many wait (no herd), and the waiter
 //!   holds the lock without a round trip of its own. A Redisson release
 //!   publishes only `0` on Redisson's channel, so a queued waiter listens
-//!   there too (and with `SSUBSCRIBE` under `shard_release`) and tries
-//!   again on a message.
+//!   there too (and with `SSUBSCRIBE` under `shard_release`); on a
+//!   message the first in line (as its latest acquire answered) tries again.
 //!
 //! All scripts are idempotent in what they grant, so a request whose reply
 //! was lost is simply sent again (a retried grant gets a new, larger token).

@@ -33,9 +33,12 @@ end
 /// waiter channel prefix, queue member (`<field>|<claim id>|<lease ms>`: one
 /// per claim, so a message meant for an earlier claim of the same owner is
 /// never taken for this one; the lease is what a direct handoff grants).
-/// Returns `{1, token}` when granted, else `{0, pttl}` (`-2` when the key is
-/// free but another waiter is first in line, `-1` for a foreign key without
-/// expiry). A retried grant (our field already holds the lock: a reply was
+/// Returns `{1, token}` when granted, else `{0, pttl, first}` (pttl `-2`
+/// when the key is free but another waiter is first in line, `-1` for a
+/// foreign key without expiry; `first` 1 when we are first in line: only
+/// that waiter tries again on Redisson's `0`, so a Redisson release wakes
+/// one polylock waiter). A dead first waiter dropped here makes the next
+/// one first: it is told with a `0` on its channel, so it asks and learns it. A retried grant (our field already holds the lock: a reply was
 /// lost) is granted again with a new token, so it never depends on the
 /// counter still being there.
 ///
@@ -51,7 +54,7 @@ end
 pub static ACQUIRE: Script = Script {
     name: "polylock_acquire",
     source: concat!(
-        "-- polylock acquire v4\n",
+        "-- polylock acquire v5\n",
         r#"
 local function grant(now_us)
   if not now_us then
@@ -83,9 +86,9 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
     end
     return grant(now_us)
   end
-  if pruned then
-    redis.call('PUBLISH', ARGV[5] .. ':' .. first, '0')
-  end
+end
+if pruned and first ~= nil and first ~= ARGV[6] then
+  redis.call('PUBLISH', ARGV[5] .. ':' .. first, '0')
 end
 if ARGV[3] == '1' then
   redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[6])
@@ -98,7 +101,9 @@ if ARGV[3] == '1' then
     end
   end
 end
-return {0, redis.call('PTTL', KEYS[1])}
+local head = 0
+if first == nil or first == ARGV[6] then head = 1 end
+return {0, redis.call('PTTL', KEYS[1]), head}
 "#
     ),
 };
@@ -166,6 +171,14 @@ if (held or was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0 then
     redis.call('SET', KEYS[4], string.format('%.0f', token), 'PX', lease)
     redis.call('PUBLISH', ARGV[3] .. ':' .. first, string.format('%.0f', token))
     handed = true
+  end
+end
+if was_first and not handed and redis.call('EXISTS', KEYS[1]) == 1 then
+  -- Someone else holds it (a Redisson holder, say): the next waiter is now
+  -- first in line and is told so, to listen for that holder's release.
+  local first = first_waiter(KEYS[2], KEYS[3])
+  if first ~= nil then
+    redis.call('PUBLISH', ARGV[3] .. ':' .. first, '0')
   end
 end
 if held and not handed then wake_redisson() end
