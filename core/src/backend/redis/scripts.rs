@@ -126,7 +126,10 @@ return {0, redis.call('PTTL', KEYS[1]), head}
 /// when given: Redisson's waiters on a cluster listen there; a server
 /// without sharded pub/sub refuses it, which `pcall` ignores, as a release
 /// must not fail for a wake-up). A release that hands over publishes only
-/// the new holder's token: one waiter woken, no herd.
+/// the new holder's token: one waiter woken, no herd. When we were first
+/// in line and someone else holds the lock (a Redisson holder, say), the
+/// next waiter is told with a `0` on its channel: it asks, learns it is
+/// first now, and so tries again on that holder's release.
 /// Returns 1 if we held the lock, else 0. Used for release, cancel and cleanup.
 pub static LEAVE: Script = Script {
     name: "polylock_leave",
