@@ -247,7 +247,7 @@ impl RedisModel {
                 handed = true;
             }
         }
-        if was_first && !handed && self.exists(now, lock) {
+        if (was_first || pruned) && !handed && self.exists(now, lock) {
             // Someone else holds it: the new first in line is told so.
             if let Some(next) = self.first_waiter(now, q, d, &mut pruned) {
                 publish.push((format!("{prefix}:{next}"), "0".into()));

@@ -126,8 +126,8 @@ return {0, redis.call('PTTL', KEYS[1]), head}
 /// when given: Redisson's waiters on a cluster listen there; a server
 /// without sharded pub/sub refuses it, which `pcall` ignores, as a release
 /// must not fail for a wake-up). A release that hands over publishes only
-/// the new holder's token: one waiter woken, no herd. When we were first
-/// in line and someone else holds the lock (a Redisson holder, say), the
+/// the new holder's token: one waiter woken, no herd. When we (or a dead
+/// waiter dropped here) were first in line and someone else holds the lock (a Redisson holder, say), the
 /// next waiter is told with a `0` on its channel: it asks, learns it is
 /// first now, and so tries again on that holder's release.
 /// Returns 1 if we held the lock, else 0. Used for release, cancel and cleanup.
@@ -176,9 +176,10 @@ if (held or was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0 then
     handed = true
   end
 end
-if was_first and not handed and redis.call('EXISTS', KEYS[1]) == 1 then
+if (was_first or pruned) and not handed and redis.call('EXISTS', KEYS[1]) == 1 then
   -- Someone else holds it (a Redisson holder, say): the next waiter is now
-  -- first in line and is told so, to listen for that holder's release.
+  -- first in line (we or a dead waiter were) and is told so, to listen for
+  -- that holder's release.
   local first = first_waiter(KEYS[2], KEYS[3])
   if first ~= nil then
     redis.call('PUBLISH', ARGV[3] .. ':' .. first, '0')
