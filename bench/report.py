@@ -77,7 +77,7 @@ def jvm_rows(d):
     out = []
     for r in d:
         op, system = r["operation"], r["system"]
-        if op == "throughput":
+        if op == "throughput" or op.startswith("server work"):
             continue
         b = "zookeeper" if ("zk" in system.lower() or "zookeeper" in system.lower() or "curator" in system.lower()) else "redis"
         for mode in MODES:  # "Redisson RLock (redis+cluster)": the mode is the backend
@@ -95,8 +95,22 @@ def throughput(lang, d):
     if lang == "rust":
         return {b: v for b in ("redis", "zookeeper") if (v := d.get("extra", {}).get(f"throughput_{b}")) is not None}
     if lang == "jvm":
-        return {("zookeeper" if "zk" in r["system"] else "redis"): r["ops_per_s"] for r in d if r["operation"] == "throughput"}
+        return {("zookeeper" if "zk" in r["system"] else "redis"): r["ops_per_s"] for r in d
+                if r["operation"] == "throughput" and r["system"].startswith("polylock")}
     return d.get("throughput", {})
+
+
+def jvm_peer_throughput(d):
+    """[(backend, peer, polylock ops/s, peer ops/s)]: the JVM run's peers beside polylock, same process and run."""
+    ops = {r["system"]: r["ops_per_s"] for r in d if r["operation"] == "throughput"}
+    pairs = (("redis", "polylock (redis)", "Redisson RLock"), ("zookeeper", "polylock (zk)", "Curator InterProcessMutex"))
+    return [(b, peer, ops[ours], ops[peer]) for b, ours, peer in pairs if ours in ops and peer in ops]
+
+
+def jvm_server_work(d):
+    """The JVM run's Redis server work rows: {(operation, system): row}."""
+    return {(r["operation"][len("server work: "):], r["system"]): r for r in d
+            if r["operation"].startswith("server work: ")}
 
 
 # Redis as deployed (JVM rows): each its own backend, compared within itself.
@@ -104,7 +118,7 @@ MODES = ("redis+sentinel", "redis+cluster")
 
 # How each language's benchmark drives its one client.
 CONCURRENCY = {"rust": "64 tasks", "python": "16 threads, blocking API", "node": "64 async loops",
-               "java": "32 threads, lock()/unlock()"}
+               "java": "16 threads, lock()/unlock() of random locks"}
 
 
 def fmt(x):
@@ -112,7 +126,7 @@ def fmt(x):
 
 
 def main():
-    rows, extra, missing, tput = [], {}, [], {}
+    rows, extra, missing, tput, jvm = [], {}, [], {}, None
     for lang, conv in (("rust", rust_rows), ("python", python_rows), ("node", node_rows), ("jvm", jvm_rows)):
         d = load(lang)
         if d is None:
@@ -126,6 +140,8 @@ def main():
             missing.append(lang)
         if lang == "rust" and isinstance(d, dict):
             extra = d.get("extra", {})
+        if lang == "jvm" and isinstance(d, list):
+            jvm = d
 
     def find(lang, backend, metric, polylock=None, system=None):
         for r in rows:
@@ -146,11 +162,13 @@ def main():
     langs = sorted({r["lang"] for r in rows}, key=["rust", "python", "node", "java"].index)
     targets = []
     for lang in langs:
-        md += [f"## {lang}", "", "| backend | metric | system | p50 | p99 | polylock p50 / this p50 |", "|---|---|---|---:|---:|---:|"]
+        md += [f"## {lang}", "", "| backend | metric | system | p50 | p99 | p99/p50 | polylock p50 / this p50 |",
+               "|---|---|---|---:|---:|---:|---:|"]
         for r in sorted((r for r in rows if r["lang"] == lang), key=lambda r: (r["backend"], ["floor", "uncontended", "handoff"].index(r["metric"]), not r["polylock"])):
             poly = find(lang, r["backend"], r["metric"] if r["metric"] != "floor" else "uncontended", polylock=True)
             ratio = "" if (r["polylock"] or poly is None) else f"{poly['p50'] / r['p50']:.2f}"
-            md.append(f"| {r['backend']} | {r['metric']} | {r['system']} | {fmt(r['p50'])} | {fmt(r['p99'])} | {ratio} |")
+            md.append(f"| {r['backend']} | {r['metric']} | {r['system']} | {fmt(r['p50'])} | {fmt(r['p99'])} "
+                      f"| {r['p99'] / r['p50']:.1f} | {ratio} |")
         md.append("")
         # Targets for this language.
         floor = find(lang, "redis", "floor")
@@ -169,6 +187,12 @@ def main():
                     worst = max(p["p50"] / q["p50"] for q in peers)
                     targets.append((f"{lang}: faster than every {b} peer on {metric} p50", worst < 1.0,
                                     ", ".join(f"{p['p50'] / q['p50']:.2f}× {q['system']}" for q in peers)))
+                if p and peers and metric == "uncontended":
+                    best = min(peers, key=lambda q: q["p99"] / q["p50"])
+                    spread = p["p99"] / p["p50"]
+                    targets.append((f"{lang}: {b} uncontended p99/p50 no worse than the best peer's",
+                                    spread <= best["p99"] / best["p50"],
+                                    f"{spread:.1f} vs {best['p99'] / best['p50']:.1f} ({best['system']})"))
     rf, rh = find("rust", "redis", "floor"), find("rust", "redis", "handoff", polylock=True)
     if rf and rh:
         targets.append(("Redis handoff within 3 raw round trips (Rust)", rh["p50"] <= 3 * rf["p50"],
@@ -205,6 +229,45 @@ def main():
                 cells = [f"{t[b]:.0f}" if b in t else "" for b in ("redis", "zookeeper")]
                 md.append(f"| {lang} | {CONCURRENCY[lang]} | {' | '.join(cells)} |")
         md.append("")
+    if jvm:
+        peers = jvm_peer_throughput(jvm)
+        if peers:
+            md += ["## Throughput beside the peers (java, one process, 16 threads on 1,000 locks, same run)", "",
+                   ("polylock: one `LockClient` per backend; Redisson: one `RedissonClient`, default config (single "
+                    "server, default codec and thread pools); Curator: one `CuratorFramework` shared by the threads, an "
+                    "`InterProcessMutex` per name. Every lock object is shared by the threads (each is owned per "
+                    "thread)."), "",
+                   "| backend | peer | polylock ops/s | peer ops/s | polylock / peer |", "|---|---|---:|---:|---:|"]
+            for b, peer, ours, theirs in peers:
+                md.append(f"| {b} | {peer} | {ours:.0f} | {theirs:.0f} | {ours / theirs:.2f}× |")
+                targets.append((f"java: throughput over 1,000 locks at least 1.5× {peer}", ours >= 1.5 * theirs,
+                                f"{ours / theirs:.2f}× ({ours:.0f} vs {theirs:.0f} ops/s)"))
+            md.append("")
+        work = jvm_server_work(jvm)
+        if work:
+            md += ["## Redis server work per operation (java clients, one Redis server)", "",
+                   ("`INFO commandstats` deltas: calls and usec of every command, those run inside scripts included "
+                    "(a script's usec already holds its commands' usec, as the server counts them), `INFO` left out; "
+                    "each snapshot after 200 ms without a command (the method of runtime/tests/server_work.rs). "
+                    "Uncontended: the mean of a run in a row; queue (a waiter's `lock()` until it waits) and handoff "
+                    "(the holder's unlock until the waiter holds): the median of single ones, each between quiet "
+                    "snapshots (so a single script's usec there includes a cold server's start)."), "",
+                   "| operation | system | commands | usec | polylock / Redisson usec | commands run |",
+                   "|---|---|---:|---:|---:|---|"]
+            for (op, system), r in work.items():
+                other = work.get((op, "Redisson RLock"))
+                ratio = f"{r['usec'] / other['usec']:.2f}×" if system.startswith("polylock") and other else ""
+                cmds = " ".join(f"{c}={v[0]:g}" for c, v in r["commands"].items())
+                md.append(f"| {op} | {system} | {r['calls']:g} | {r['usec']:.1f} | {ratio} | {cmds} |")
+            md.append("")
+            for op, label in (("uncontended lock+unlock", "uncontended acquire+release"),
+                              ("handoff (release to grant)", "handoff")):
+                ours, theirs = work.get((op, "polylock (redis)")), work.get((op, "Redisson RLock"))
+                if ours and theirs:
+                    targets.append((f"java: Redis server usec per {label} at most Redisson RLock's",
+                                    ours["usec"] <= theirs["usec"],
+                                    (f"{ours['usec'] / theirs['usec']:.2f}× ({ours['usec']:.1f} vs "
+                                     f"{theirs['usec']:.1f} usec; {ours['calls']:g} vs {theirs['calls']:g} commands)")))
     if "memory" in extra:
         m = extra["memory"]
         summary = (

@@ -11,8 +11,12 @@ import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.IntFunction;
 
 import io.polylock.DistributedLock;
 import io.polylock.LockClient;
@@ -33,11 +37,14 @@ import redis.clients.jedis.Jedis;
  * one ZooKeeper {@code exists}, one Redis {@code PING}. Uncontended
  * lock+unlock latency, and handoff latency (the holder's unlock until a
  * waiter blocked in lock() on another client and another thread of this JVM
- * returns). Latencies in microseconds. And polylock's throughput: lock+unlock
- * per second across 1,000 distinct locks from one client, 32 threads
- * (environment BENCH_ONLY_THROUGHPUT=1: print it, write nothing). Then the
- * same latencies for polylock and Redisson on a Sentinel set and on a Redis
- * Cluster, when POLYLOCK_TEST_SENTINEL / POLYLOCK_TEST_CLUSTER name them.
+ * returns). Latencies in microseconds. The same latencies for polylock and
+ * Redisson on a Sentinel set and on a Redis Cluster, when
+ * POLYLOCK_TEST_SENTINEL / POLYLOCK_TEST_CLUSTER name them. Then the Redis
+ * server's work per operation for polylock and Redisson ({@link ServerWork};
+ * environment BENCH_ONLY_SERVER_WORK=1: print it, write nothing), and
+ * throughput: lock+unlock per second across 1,000 distinct locks from one
+ * process, 16 threads on random names, for polylock (Redis and ZooKeeper),
+ * Redisson and Curator (BENCH_ONLY_THROUGHPUT=1: print it, write nothing).
  */
 public final class Bench {
     static final int WARMUP = 300;
@@ -45,9 +52,11 @@ public final class Bench {
     static final int HANDOFF_WARMUP = 20;
     static final int HANDOFFS = 200;
     static final int TP_LOCKS = 1000;
-    static final int TP_THREADS = 32;
-    static final int TP_WARMUP_MS = 500;
-    static final int TP_MS = 3000;
+    static final int TP_THREADS = 16;
+    static final int TP_WARMUP_MS = 1000;
+    static final int TP_MS = 5000;
+    static final int WORK_UNCONTENDED = 500;
+    static final int WORK_HANDOFFS = 20;
 
     /** A lock as the harness drives it: one thread calls lock/unlock. */
     interface Locker {
@@ -71,13 +80,15 @@ public final class Bench {
         String zkConnect = zkUrl.replaceFirst("^zk://", "");
         URI redis = URI.create(redisUrl);
         String run = "bench-" + ProcessHandle.current().pid() + "-" + System.nanoTime();
-        List<Row> rows = new ArrayList<>();
-        List<Throughput> tps = List.of(
-                new Throughput("polylock (redis)", throughput(redisUrl, run + "-tp")),
-                new Throughput("polylock (zk)", throughput(zkUrl, "/" + run + "-tp")));
-        if ("1".equals(System.getenv("BENCH_ONLY_THROUGHPUT"))) {
+        if ("1".equals(System.getenv("BENCH_ONLY_SERVER_WORK"))) {
+            serverWork(redisUrl, run + "-work");
             System.exit(0);
         }
+        if ("1".equals(System.getenv("BENCH_ONLY_THROUGHPUT"))) {
+            throughputs(redisUrl, zkUrl, zkConnect, run + "-tp");
+            System.exit(0);
+        }
+        List<Row> rows = new ArrayList<>();
 
         // ---- ZooKeeper ----
         ZooKeeper zk = plainZk(zkConnect);
@@ -132,10 +143,16 @@ public final class Bench {
             mb.shutdown();
         }
 
-        String md = markdown(rows, tps);
+        // Last, after every latency row: a polylock handoff measured after
+        // the throughput runs took twice as long (1.24 ms against 0.61 and
+        // 0.72 ms without them, same JVM and servers).
+        List<ServerWork.Work> work = serverWork(redisUrl, run + "-work");
+        List<Throughput> tps = throughputs(redisUrl, zkUrl, zkConnect, run + "-tp");
+
+        String md = markdown(rows, tps, work);
         System.out.println(md);
         Files.writeString(out.resolve("results.md"), md);
-        Files.writeString(out.resolve("results.json"), json(rows, tps));
+        Files.writeString(out.resolve("results.json"), json(rows, tps, work));
         System.exit(0);
     }
 
@@ -237,6 +254,47 @@ public final class Bench {
 
     // ---- measurements ---------------------------------------------------
 
+    /**
+     * The Redis server's work ({@link ServerWork}) per uncontended lock+unlock
+     * and per handoff, polylock then Redisson (default config), each on clients
+     * of its own, on the one server of POLYLOCK_TEST_REDIS that nothing else
+     * of this benchmark uses meanwhile.
+     */
+    static List<ServerWork.Work> serverWork(String redisUrl, String prefix) throws Exception {
+        URI redis = URI.create(redisUrl);
+        List<ServerWork.Work> out = new ArrayList<>();
+        try (Jedis jedis = new Jedis(redis.getHost(), redis.getPort())) {
+            ServerWork sw = new ServerWork(jedis);
+            String name = prefix + "-polylock";
+            try (LockClient a = LockClient.connect(redisUrl)) {
+                out.add(sw.uncontended("polylock (redis)", polylock(a, name), WORK_UNCONTENDED));
+            }
+            try (LockClient a = LockClient.connect(redisUrl); LockClient b = LockClient.connect(redisUrl)) {
+                out.addAll(List.of(sw.handoff("polylock (redis)", polylock(a, name + "-h"), polylock(b, name + "-h"),
+                        WORK_HANDOFFS)));
+            }
+            // Fresh clients for the handoffs: the watchdog timers the
+            // uncontended lock()s armed die with their client.
+            name = prefix + "-redisson";
+            RedissonClient r = redisson(redisUrl);
+            try {
+                out.add(sw.uncontended("Redisson RLock", redissonLocker(r, name), WORK_UNCONTENDED));
+            } finally {
+                r.shutdown();
+            }
+            RedissonClient ra = redisson(redisUrl);
+            RedissonClient rb = redisson(redisUrl);
+            try {
+                out.addAll(List.of(sw.handoff("Redisson RLock", redissonLocker(ra, name + "-h"),
+                        redissonLocker(rb, name + "-h"), WORK_HANDOFFS)));
+            } finally {
+                ra.shutdown();
+                rb.shutdown();
+            }
+        }
+        return out;
+    }
+
     static Row uncontended(String system, Locker l) throws Exception {
         return measure("uncontended lock+unlock", system, () -> {
             l.lock();
@@ -299,43 +357,82 @@ public final class Bench {
     }
 
     /**
-     * lock+unlock per second across TP_LOCKS names from one client: TP_THREADS
-     * threads, each walking its own slice of the names; counted for TP_MS
-     * after TP_WARMUP_MS.
+     * Throughput of the four systems in this one process, one after the
+     * other: each library as it is normally used, one client shared by the
+     * threads. polylock: one {@link LockClient} per backend (its defaults).
+     * Redisson: one RedissonClient, default config (single server, default
+     * codec and thread pools). Curator: one CuratorFramework (RetryOneTime),
+     * an InterProcessMutex per name. Every lock object is shared by all the
+     * threads: each of the three is owned per thread, like ReentrantLock.
      */
-    static double throughput(String url, String prefix) throws Exception {
-        try (LockClient client = LockClient.connect(url)) {
-            LongAdder done = new LongAdder();
-            CountDownLatch stop = new CountDownLatch(1);
-            List<Thread> threads = new ArrayList<>();
-            for (int t = 0; t < TP_THREADS; t++) {
-                List<DistributedLock> mine = new ArrayList<>();
-                for (int i = t; i < TP_LOCKS; i += TP_THREADS) {
-                    mine.add(client.newLock(prefix + "/" + i));
-                }
-                Thread th = new Thread(() -> {
-                    for (int i = 0; stop.getCount() > 0; i = (i + 1) % mine.size()) {
-                        DistributedLock l = mine.get(i);
+    static List<Throughput> throughputs(String redisUrl, String zkUrl, String zkConnect, String prefix)
+            throws Exception {
+        List<Throughput> tps = new ArrayList<>();
+        try (LockClient client = LockClient.connect(redisUrl)) {
+            tps.add(throughput("polylock (redis)", i -> polylock(client, prefix + "-redis/" + i)));
+        }
+        RedissonClient redisson = redisson(redisUrl);
+        try {
+            tps.add(throughput("Redisson RLock", i -> redissonLocker(redisson, prefix + "-redisson/" + i)));
+        } finally {
+            redisson.shutdown();
+        }
+        try (LockClient client = LockClient.connect(zkUrl)) {
+            tps.add(throughput("polylock (zk)", i -> polylock(client, "/" + prefix + "-zk/" + i)));
+        }
+        try (CuratorFramework curator = curator(zkConnect)) {
+            tps.add(throughput("Curator InterProcessMutex", i -> curatorLocker(curator, "/" + prefix + "-curator/" + i)));
+        }
+        return tps;
+    }
+
+    /**
+     * lock+unlock per second across TP_LOCKS locks ({@code lockFor(i)}, made
+     * once): TP_THREADS threads, each taking a random lock each time (so two
+     * threads sometimes want the same one, as real callers do); counted for
+     * TP_MS after TP_WARMUP_MS.
+     */
+    static Throughput throughput(String system, IntFunction<Locker> lockFor) throws Exception {
+        Locker[] locks = new Locker[TP_LOCKS];
+        for (int i = 0; i < TP_LOCKS; i++) {
+            locks[i] = lockFor.apply(i);
+        }
+        LongAdder done = new LongAdder();
+        AtomicBoolean running = new AtomicBoolean(true);
+        AtomicReference<Exception> failure = new AtomicReference<>();
+        List<Thread> threads = new ArrayList<>();
+        for (int t = 0; t < TP_THREADS; t++) {
+            Thread th = new Thread(() -> {
+                ThreadLocalRandom random = ThreadLocalRandom.current();
+                try {
+                    while (running.get()) {
+                        Locker l = locks[random.nextInt(TP_LOCKS)];
                         l.lock();
                         l.unlock();
                         done.increment();
                     }
-                }, "bench-throughput-" + t);
-                th.start();
-                threads.add(th);
-            }
-            Thread.sleep(TP_WARMUP_MS);
-            long n0 = done.sum();
-            long t0 = System.nanoTime();
-            Thread.sleep(TP_MS);
-            double ops = (done.sum() - n0) / ((System.nanoTime() - t0) / 1e9);
-            stop.countDown();
-            for (Thread th : threads) {
-                th.join();
-            }
-            System.err.printf(Locale.ROOT, "%-40s %-28s %9.0f lock+unlock/s%n", "throughput", url, ops);
-            return ops;
+                } catch (Exception e) {
+                    failure.compareAndSet(null, e);
+                    running.set(false);
+                }
+            }, "bench-throughput-" + t);
+            th.start();
+            threads.add(th);
         }
+        Thread.sleep(TP_WARMUP_MS);
+        long n0 = done.sum();
+        long t0 = System.nanoTime();
+        Thread.sleep(TP_MS);
+        double ops = (done.sum() - n0) / ((System.nanoTime() - t0) / 1e9);
+        running.set(false);
+        for (Thread th : threads) {
+            th.join();
+        }
+        if (failure.get() != null) {
+            throw new IllegalStateException(system + ": throughput run failed", failure.get());
+        }
+        System.err.printf(Locale.ROOT, "%-40s %-28s %9.0f lock+unlock/s%n", "throughput", system, ops);
+        return new Throughput(system, ops);
     }
 
     static Row row(String operation, String system, long[] ns) {
@@ -350,14 +447,14 @@ public final class Bench {
     // ---- output -----------------------------------------------------------
 
     /** Ratios: polylock over the anchor library of its backend, and every row over its backend's floor. */
-    static String markdown(List<Row> rows, List<Throughput> tps) {
+    static String markdown(List<Row> rows, List<Throughput> tps, List<ServerWork.Work> work) {
         Map<String, Row> by = new LinkedHashMap<>();
         for (Row r : rows) {
             by.put(r.operation() + "|" + r.system(), r);
         }
         StringBuilder sb = new StringBuilder();
-        sb.append("| operation | system | p50 µs | p99 µs | p50 vs floor | p50 vs Curator/Redisson |\n");
-        sb.append("|---|---|---:|---:|---:|---:|\n");
+        sb.append("| operation | system | p50 µs | p99 µs | p99/p50 | p50 vs floor | p50 vs Curator/Redisson |\n");
+        sb.append("|---|---|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
             boolean zkSide = r.system().contains("zk") || r.system().contains("Curator") || r.system().contains("ZooKeeper");
             Row floor = by.get("floor: 1 round trip|" + (zkSide ? "ZooKeeper exists" : "Redis PING"));
@@ -367,19 +464,38 @@ public final class Bench {
                     ? String.format(Locale.ROOT, "%.2fx", r.p50() / anchor.p50()) : "";
             String vsFloor = r.operation().startsWith("floor") ? "1.00x"
                     : String.format(Locale.ROOT, "%.1fx", r.p50() / floor.p50());
-            sb.append(String.format(Locale.ROOT, "| %s | %s | %.0f | %.0f | %s | %s |%n",
-                    r.operation(), r.system(), r.p50(), r.p99(), vsFloor, vsAnchor));
+            sb.append(String.format(Locale.ROOT, "| %s | %s | %.0f | %.0f | %.1f | %s | %s |%n",
+                    r.operation(), r.system(), r.p50(), r.p99(), r.p99() / r.p50(), vsFloor, vsAnchor));
         }
         sb.append(String.format(Locale.ROOT, "%nUncontended: %d iterations after %d warm-up; handoff: %d after %d, "
                 + "waiter on a second client in another thread of the same JVM. Loopback servers, 2 cores. "
                 + "redis+sentinel / redis+cluster rows: polylock with replicas=1, Redisson with its Sentinel / Cluster "
                 + "config and default checkLockSyncedSlaves (a WAIT for its known replicas).%n",
                 ITERATIONS, WARMUP, HANDOFFS, HANDOFF_WARMUP));
-        sb.append(String.format(Locale.ROOT, "%nThroughput, lock+unlock per second across %d distinct locks from one client "
-                + "(%d threads, `lock()`/`unlock()`, %d s after %d ms warm-up):%n%n| system | ops/s |%n|---|---:|%n",
+        sb.append(String.format(Locale.ROOT, "%nThroughput, lock+unlock per second across %d distinct locks from one "
+                + "process (%d threads, each `lock()`/`unlock()` of a random one of the locks, %d s after %d ms warm-up; "
+                + "one client shared by the threads: polylock's LockClient, Redisson's default config, one "
+                + "CuratorFramework):%n%n| system | ops/s | polylock (same backend) / this |%n|---|---:|---:|%n",
                 TP_LOCKS, TP_THREADS, TP_MS / 1000, TP_WARMUP_MS));
         for (Throughput t : tps) {
-            sb.append(String.format(Locale.ROOT, "| %s | %.0f |%n", t.system(), t.opsPerS()));
+            String ours = t.system().contains("Curator") || t.system().contains("zk") ? "polylock (zk)" : "polylock (redis)";
+            String vs = tps.stream().filter(o -> o.system().equals(ours) && !o.system().equals(t.system()))
+                    .map(o -> String.format(Locale.ROOT, "%.2fx", o.opsPerS() / t.opsPerS())).findFirst().orElse("");
+            sb.append(String.format(Locale.ROOT, "| %s | %.0f | %s |%n", t.system(), t.opsPerS(), vs));
+        }
+        sb.append(String.format(Locale.ROOT, "%nRedis server work per operation (`INFO commandstats` deltas on one "
+                + "server: every command, those inside scripts included, `INFO` left out; each snapshot after %d ms "
+                + "without a command; uncontended: the mean of %d in a row; queue and handoff: the median of %d "
+                + "one by one, as the clients' background work (Redisson's watchdog timers and PINGs) lands in "
+                + "some of them):%n%n"
+                + "| operation | system | commands | usec | polylock / Redisson usec | commands run |%n"
+                + "|---|---|---:|---:|---:|---|%n", ServerWork.QUIET_MS, WORK_UNCONTENDED, WORK_HANDOFFS));
+        for (ServerWork.Work w : work) {
+            String vs = w.system().startsWith("polylock") ? work.stream()
+                    .filter(o -> o.operation().equals(w.operation()) && o.system().startsWith("Redisson"))
+                    .map(o -> String.format(Locale.ROOT, "%.2fx", w.usec() / o.usec())).findFirst().orElse("") : "";
+            sb.append(String.format(Locale.ROOT, "| %s | %s | %.1f | %.1f | %s | %s |%n",
+                    w.operation(), w.system(), w.calls(), w.usec(), vs, w.breakdown(false)));
         }
         return sb.toString();
     }
@@ -394,7 +510,7 @@ public final class Bench {
         return "";
     }
 
-    static String json(List<Row> rows, List<Throughput> tps) {
+    static String json(List<Row> rows, List<Throughput> tps, List<ServerWork.Work> work) {
         List<String> entries = new ArrayList<>();
         for (Row r : rows) {
             entries.add(String.format(Locale.ROOT,
@@ -405,6 +521,14 @@ public final class Bench {
             entries.add(String.format(Locale.ROOT,
                     "  {\"operation\": \"throughput\", \"system\": \"%s\", \"ops_per_s\": %.0f, \"threads\": %d, \"locks\": %d}",
                     t.system(), t.opsPerS(), TP_THREADS, TP_LOCKS));
+        }
+        for (ServerWork.Work w : work) {
+            List<String> per = new ArrayList<>();
+            w.perCommand().forEach((cmd, v) -> per.add(String.format(Locale.ROOT, "\"%s\": [%.2f, %.2f]", cmd, v[0], v[1])));
+            entries.add(String.format(Locale.ROOT,
+                    "  {\"operation\": \"server work: %s\", \"system\": \"%s\", \"calls\": %.2f, \"usec\": %.2f, "
+                            + "\"n\": %d, \"of\": \"%s\", \"commands\": {%s}}",
+                    w.operation(), w.system(), w.calls(), w.usec(), w.n(), w.how(), String.join(", ", per)));
         }
         return "[\n" + String.join(",\n", entries) + "\n]\n";
     }
