@@ -211,8 +211,10 @@ def ratio(ours: float, theirs: float) -> str:
 
 def table(results: dict[str, dict[str, object]]) -> str:
     lines = [
-        "| library | backend | uncontended p50 (µs) | p99 | handoff p50 (µs) | p99 "
-        "| polylock/peer uncontended p50 | polylock/peer handoff p50 |",
+        (
+            "| library | backend | uncontended p50 (µs) | p99 | handoff p50 (µs) | p99 "
+            "| polylock/peer uncontended p50 | polylock/peer handoff p50 |"
+        ),
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for lib, r in results.items():
