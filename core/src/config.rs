@@ -72,6 +72,17 @@ impl LockConfig {
         }
     }
 
+    /// Redis with replicas (Sentinel, Cluster): how many must acknowledge
+    /// each grant and renewal. `asked` is the URL's `replicas=K`; without
+    /// it, Redisson's `checkLockSyncedSlaves` default: one when the master
+    /// had replicas at connect (`replicas_seen`), else none. Each `WAIT`
+    /// blocks at most half a request, so a slow replica cannot turn a grant
+    /// into a request timeout.
+    pub fn acknowledge_replicas(&mut self, asked: Option<u32>, replicas_seen: usize, request_timeout: Duration) {
+        self.replicas = asked.unwrap_or(u32::from(replicas_seen > 0));
+        self.replica_timeout = self.replica_timeout.min(request_timeout / 2);
+    }
+
     /// Checks the values; the machine refuses a config that fails here.
     pub fn validate(&self) -> Result<(), Error> {
         validate_lease(self.lease)?;
@@ -157,5 +168,24 @@ mod backend_name_tests {
         assert_eq!(Backend::Redis.as_str(), "redis");
         assert_eq!(Backend::ZooKeeper.as_str(), "zookeeper");
         assert_eq!(Backend::ZooKeeper.to_string(), "zookeeper");
+    }
+}
+
+#[cfg(test)]
+mod replica_tests {
+    use super::{Backend, LockConfig};
+    use std::time::Duration;
+
+    #[test]
+    fn replicas_default_to_one_when_the_master_has_any_and_wait_at_most_half_a_request() {
+        let mut c = LockConfig::new(Backend::Redis);
+        c.acknowledge_replicas(None, 2, Duration::from_secs(5));
+        assert_eq!((c.replicas, c.replica_timeout), (1, Duration::from_secs(1)));
+        let mut c = LockConfig::new(Backend::Redis);
+        c.acknowledge_replicas(None, 0, Duration::from_millis(800));
+        assert_eq!((c.replicas, c.replica_timeout), (0, Duration::from_millis(400)));
+        let mut c = LockConfig::new(Backend::Redis);
+        c.acknowledge_replicas(Some(3), 0, Duration::from_secs(5));
+        assert_eq!(c.replicas, 3, "the URL's replicas=K wins over what was seen");
     }
 }

@@ -56,17 +56,14 @@ impl Client {
             Endpoint::Sentinel(endpoint) => {
                 let asked = endpoint.replicas;
                 let transport = backend::redis_sentinel::connect(endpoint, &opts, reports).await?;
-                // Redisson's checkLockSyncedSlaves default: one replica when there are any.
-                config.replicas = asked.unwrap_or(u32::from(transport.replicas_at_connect() > 0));
-                config.replica_timeout = config.replica_timeout.min(opts.request_timeout / 2);
+                config.acknowledge_replicas(asked, transport.replicas_at_connect(), opts.request_timeout);
                 Box::new(transport)
             }
             Endpoint::RedisCluster(target) => {
                 let transport = backend::redis_cluster::connect(&target, &opts, reports).await?;
                 // As on Sentinel: each grant waits for `replicas=K` replicas of its
-                // key's master (default 0 on a cluster), within half a request.
-                config.replicas = target.replicas;
-                config.replica_timeout = config.replica_timeout.min(opts.request_timeout / 2);
+                // key's master (default 0 on a cluster: see the README).
+                config.acknowledge_replicas(Some(target.replicas), 0, opts.request_timeout);
                 // Redisson's cluster default (sharded pub/sub): its waiters hear only SPUBLISH.
                 config.shard_release = true;
                 Box::new(transport)
