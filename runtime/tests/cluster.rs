@@ -97,7 +97,7 @@ async fn dbsize(node_url: &str) -> i64 {
 async fn cluster_leftovers(url: &str, name: &str) -> Vec<String> {
     let mut c = raw_cluster(url).await;
     let mut left = Vec::new();
-    for key in [name.to_owned(), format!("polylock_queue:{{{name}}}"), format!("polylock_queue_deadline:{{{name}}}")] {
+    for key in support::lock_keys(name) {
         let n: i64 = redis::cmd("EXISTS").arg(&key).query_async(&mut c).await.unwrap();
         if n > 0 {
             left.push(key);

@@ -106,11 +106,17 @@ pub async fn raw_zk(url: &str) -> zookeeper_client::Client {
     zookeeper_client::Client::connect(&host_port(url)).await.unwrap()
 }
 
+/// The keys our protocol may leave on Redis for a name without braces,
+/// except the fence counter: the lock and its queue keys.
+pub fn lock_keys(name: &str) -> [String; 3] {
+    [name.to_owned(), format!("polylock_queue:{{{name}}}"), format!("polylock_queue_deadline:{{{name}}}")]
+}
+
 /// Everything our protocol may leave on Redis for `name`, except the fence counter.
 pub async fn redis_leftovers(url: &str, name: &str) -> Vec<String> {
     let mut c = raw_redis(url).await;
     let mut left = Vec::new();
-    for key in [name.to_owned(), format!("polylock_queue:{{{name}}}"), format!("polylock_queue_deadline:{{{name}}}")] {
+    for key in lock_keys(name) {
         let n: i64 = redis::cmd("EXISTS").arg(&key).query_async(&mut c).await.unwrap();
         if n > 0 {
             left.push(key);
