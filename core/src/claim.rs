@@ -80,6 +80,12 @@ pub(crate) trait Claim {
     fn refusal(&self) -> Option<&str> {
         None
     }
+    /// Whether the server's latest answer refused the request (not merely
+    /// fell short, as a grant no replica acknowledged): its cleanup would
+    /// likely be refused too, so a failure is not held back for it.
+    fn refused(&self) -> bool {
+        self.refusal().is_some()
+    }
 }
 
 /// What a claim may touch while handling an input.

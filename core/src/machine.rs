@@ -74,6 +74,31 @@ struct TrackedClaim {
     ticket: Option<Ticket>,
     /// Set once the application released: its end is reported as `Released`.
     release: Option<ReleaseId>,
+    /// A failed acquire (a try that found the lock taken, a deadline that
+    /// passed) reported once the claim has left the server, so the caller
+    /// never finds its own failed attempt still queued there.
+    failure: Option<PendingFailure>,
+}
+
+/// An acquire's failure held back until its claim's cleanup ends, or until
+/// `report_by` if the server does not answer.
+#[derive(Debug)]
+struct PendingFailure {
+    ticket: Ticket,
+    owner: OwnerId,
+    error: Error,
+    report_by: Instant,
+}
+
+/// How long a failed acquire's report waits for its cleanup when the server
+/// does not answer (a connection down): the cleanup goes on afterwards, and
+/// the caller is not held past its deadline for longer than this.
+const CLEANUP_REPORT_WAIT: Duration = Duration::from_secs(1);
+
+impl PendingFailure {
+    fn new(now: Instant, ticket: Ticket, owner: OwnerId, error: Error) -> Self {
+        PendingFailure { ticket, owner, error, report_by: now.saturating_add(CLEANUP_REPORT_WAIT) }
+    }
 }
 
 impl std::fmt::Debug for TrackedClaim {
@@ -431,8 +456,13 @@ impl LockMachine {
         for (ticket, owner) in expired {
             let error = refused.clone().map_or(Error::Timeout, Error::Unavailable);
             self.waiters.retain(|w| w.ticket != ticket);
-            self.abandon_active_for(now, ticket);
-            self.events.push_back(Event::Failed { ticket, owner, error });
+            self.fail_after_cleanup(now, ticket, owner, error);
+        }
+        // Failures whose cleanup the server has not confirmed in time.
+        for tracked in &mut self.background {
+            if let Some(f) = tracked.failure.take_if(|f| f.report_by <= now) {
+                self.events.push_back(Event::Failed { ticket: f.ticket, owner: f.owner, error: f.error });
+            }
         }
         self.start_next_claim(now);
     }
@@ -457,10 +487,8 @@ impl LockMachine {
         let tracked_claims = self.active.iter_mut().chain(self.background.iter_mut());
         let claim_next = tracked_claims.filter_map(|s| s.claim.timers().next()).min();
         let waiter_next = self.waiters.iter().filter_map(|w| w.deadline).min();
-        match (claim_next, waiter_next) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let failure_next = self.background.iter().filter_map(|s| s.failure.as_ref().map(|f| f.report_by)).min();
+        [claim_next, waiter_next, failure_next].into_iter().flatten().min()
     }
 
     // ---- internals -----------------------------------------------------
@@ -497,7 +525,7 @@ impl LockMachine {
                 Box::new(ZkClaim::new(path.clone(), w.nonce, holder.into_bytes(), !w.no_wait, self.down_since))
             }
         };
-        let mut tracked = TrackedClaim { claim, ticket: Some(w.ticket), release: None };
+        let mut tracked = TrackedClaim { claim, ticket: Some(w.ticket), release: None, failure: None };
         let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
         tracked.claim.begin(&mut cx);
         self.active = Some(tracked);
@@ -514,13 +542,43 @@ impl LockMachine {
         }
     }
 
+    /// The waiter `ticket` fails with `error`: once its claim has left the
+    /// server, or at once if it has no claim there, or if the server cannot
+    /// confirm that soon (it refuses, or the connection is down): the caller
+    /// is told at its deadline and the cleanup goes on in the background.
+    fn fail_after_cleanup(&mut self, now: Instant, ticket: Ticket, owner: OwnerId, error: Error) {
+        let mut failure = Some(PendingFailure::new(now, ticket, owner, error));
+        if self.active.as_ref().is_some_and(|s| s.ticket == Some(ticket) && self.holder.is_none()) {
+            let mut tracked = self.active.take().expect("checked above");
+            tracked.ticket = None;
+            if self.down_since.is_none() && !tracked.claim.refused() {
+                tracked.failure = failure.take();
+            }
+            let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
+            tracked.claim.give_up(&mut cx);
+            self.move_to_background(tracked);
+        }
+        if let Some(f) = failure {
+            self.events.push_back(Event::Failed { ticket: f.ticket, owner: f.owner, error: f.error });
+        }
+    }
+
     fn move_to_background(&mut self, tracked: TrackedClaim) {
         if tracked.claim.is_finished() {
-            if let Some(id) = tracked.release {
-                self.events.push_back(Event::Released { id });
-            }
+            self.report_end(tracked);
         } else {
             self.background.push(tracked);
+        }
+    }
+
+    /// A claim has nothing left on the server: the release or the failure
+    /// that waited for that is reported now.
+    fn report_end(&mut self, tracked: TrackedClaim) {
+        if let Some(id) = tracked.release {
+            self.events.push_back(Event::Released { id });
+        }
+        if let Some(f) = tracked.failure {
+            self.events.push_back(Event::Failed { ticket: f.ticket, owner: f.owner, error: f.error });
         }
     }
 
@@ -577,7 +635,13 @@ impl LockMachine {
                 self.active = Some(tracked);
             }
             Progress::Busy => {
-                self.fail_ticket(&mut tracked, Error::WouldBlock);
+                // The claim is already leaving (Busy is its last word to us).
+                if let Some(ticket) = tracked.ticket.take() {
+                    if let Some(pos) = self.waiters.iter().position(|w| w.ticket == ticket) {
+                        let w = self.waiters.remove(pos).expect("position is valid");
+                        tracked.failure = Some(PendingFailure::new(now, ticket, w.owner, Error::WouldBlock));
+                    }
+                }
                 self.move_to_background(tracked);
             }
             Progress::Unavailable(text) => {
@@ -614,16 +678,8 @@ impl LockMachine {
 
     fn apply_background_progress(&mut self, tracked: TrackedClaim, p: Progress) {
         match p {
-            Progress::Fatal(_) | Progress::Finished => {
-                if let Some(id) = tracked.release {
-                    self.events.push_back(Event::Released { id });
-                }
-            }
-            _ if tracked.claim.is_finished() => {
-                if let Some(id) = tracked.release {
-                    self.events.push_back(Event::Released { id });
-                }
-            }
+            Progress::Fatal(_) | Progress::Finished => self.report_end(tracked),
+            _ if tracked.claim.is_finished() => self.report_end(tracked),
             _ => self.background.push(tracked),
         }
     }

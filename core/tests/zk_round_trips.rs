@@ -147,3 +147,42 @@ fn a_handoff_grants_the_next_waiter_without_another_round_trip() {
     b.settle(1);
     assert_eq!(b.requests - before, 1, "the new holder's own watch was set while it waited");
 }
+
+fn failed(e: &Event) -> bool {
+    matches!(e, Event::Failed { .. })
+}
+
+/// A try without waiting that finds the lock taken made a node to find out.
+/// It reports `WouldBlock` only once that node is deleted (two round trips:
+/// create+getChildren, delete), as Curator's `tryLock` does: reported
+/// earlier, the caller could look at the server (or try again from another
+/// client) and still find the failed try queued there.
+#[test]
+fn a_failed_try_reports_once_its_node_is_gone() {
+    let mut b = Bench::new(2);
+    b.acquire(0);
+    b.round_trips_until(0, granted);
+    b.settle(0);
+    let try_once = AcquireOptions { no_wait: true, ..AcquireOptions::default() };
+    b.machines[1].acquire(T0, OwnerId(1), try_once, Nonce(200)).unwrap();
+    assert_eq!(b.round_trips_until(1, failed), 2, "round trips of a failed try (create+list, delete)");
+    assert_eq!(b.zk.ephemeral_count(), 1, "when the try reports, only the holder's node is left");
+}
+
+/// The same for an acquire whose deadline passes while it waits: its
+/// `Timeout` is reported once its node is deleted, one round trip after the
+/// deadline.
+#[test]
+fn a_timed_out_acquire_reports_once_its_node_is_gone() {
+    let mut b = Bench::new(2);
+    b.acquire(0);
+    b.round_trips_until(0, granted);
+    b.settle(0);
+    let deadline = Instant::from_millis(T0.as_millis() + 100);
+    let opts = AcquireOptions { deadline: Some(deadline), ..AcquireOptions::default() };
+    b.machines[1].acquire(T0, OwnerId(1), opts, Nonce(200)).unwrap();
+    b.settle(1);
+    b.machines[1].handle_timeout(deadline);
+    assert_eq!(b.round_trips_until(1, failed), 1, "round trips after the deadline (the delete)");
+    assert_eq!(b.zk.ephemeral_count(), 1, "when the timeout reports, only the holder's node is left");
+}

@@ -97,10 +97,13 @@ fn a_waiter_that_times_out_drops_its_watch() {
     let watch = predecessor_watch(&sent);
     m.handle_reply(T0, watch, Reply::Stat { czxid: 30 });
     m.handle_timeout(deadline);
-    assert!(matches!(m.poll_event(), Some(Event::Failed { error: polylock_core::Error::Timeout, .. })));
     let sent = commands(&mut m);
     assert!(unwatches(&sent, watch), "the abandoned watch is not dropped: {sent:?}");
-    assert!(sent.iter().any(|c| matches!(c.op, Op::ZooKeeper(ZkOp::Delete { .. }))), "{sent:?}");
+    let delete = sent.iter().find(|c| matches!(c.op, Op::ZooKeeper(ZkOp::Delete { .. })));
+    let delete = delete.unwrap_or_else(|| panic!("no delete: {sent:?}"));
+    assert!(m.poll_event().is_none(), "the timeout is reported once the node is deleted");
+    m.handle_reply(deadline, delete.id, Reply::Done);
+    assert!(matches!(m.poll_event(), Some(Event::Failed { error: polylock_core::Error::Timeout, .. })));
 }
 
 #[test]

@@ -69,29 +69,40 @@ async fn try_acquire_times_out_and_leaves_nothing() {
         let holder = client(&url).await;
         let waiter = client(&url).await;
         let g = holder.lock(&name).unwrap().acquire().await.unwrap();
+        // Read once, at the moment a failure is returned: a failed attempt
+        // is reported after it has left the server, never before.
+        // Connected beforehand, so the read follows the return at once.
+        let mut redis = if backend == "redis" { Some(raw_redis(&url).await) } else { None };
+        let zk = if backend == "redis" { None } else { Some(raw_zk(&url).await) };
+        let path = name.clone(); // unique() names start with '/'
+        let mut only_the_holder = async || match (&mut redis, &zk) {
+            (Some(r), _) => {
+                let queue = &lock_keys(&name)[1..];
+                let n: i64 = redis::cmd("EXISTS").arg(queue).query_async(r).await.unwrap();
+                n == 0
+            }
+            (_, Some(z)) => z.list_children(&path).await.unwrap().len() == 1,
+            _ => unreachable!(),
+        };
         let lock = waiter.lock(&name).unwrap();
         let started = std::time::Instant::now();
         assert!(lock.try_acquire(Duration::from_millis(300)).await.unwrap().is_none());
         let waited = started.elapsed();
         assert!(waited >= Duration::from_millis(300), "{backend}: gave up early ({waited:?})");
+        assert!(only_the_holder().await, "{backend}: a timed-out try left its place behind");
         match lock.acquire_as(OwnerId(1), Some(Duration::from_millis(50))).await {
             Err(Error::Timeout(n)) => assert_eq!(n, name),
             other => panic!("{backend}: {other:?}"),
         }
+        assert!(only_the_holder().await, "{backend}: a timed-out acquire left its place behind");
         match lock.acquire_as(OwnerId(1), Some(Duration::ZERO)).await {
             Err(Error::WouldBlock(_)) => {}
             other => panic!("{backend}: {other:?}"),
         }
+        assert!(only_the_holder().await, "{backend}: a failed try left its place behind");
         g.release().await.unwrap();
-        let clean = eventually(Duration::from_secs(3), || async {
-            if backend == "redis" {
-                redis_leftovers(&url, &name).await.is_empty()
-            } else {
-                zk_children(&url, &name).await.is_empty()
-            }
-        })
-        .await;
-        assert!(clean, "{backend}: a timed-out waiter left something behind");
+        let left = if backend == "redis" { redis_leftovers(&url, &name).await } else { zk_children(&url, &name).await };
+        assert!(left.is_empty(), "{backend}: left behind after the release: {left:?}");
     }
 }
 

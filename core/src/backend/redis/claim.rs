@@ -628,4 +628,8 @@ impl Claim for RedisClaim {
     fn refusal(&self) -> Option<&str> {
         self.refusals.latest().or(self.unacked.as_deref())
     }
+
+    fn refused(&self) -> bool {
+        self.refusals.latest().is_some()
+    }
 }
