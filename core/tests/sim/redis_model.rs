@@ -160,7 +160,7 @@ impl RedisModel {
         self.acquire_calls += 1;
         let (lock, fence, q, d) = (&k[0], &k[1], &k[2], &k[3]);
         let (field, lease, wait, wttl, prefix, member) =
-            (&a[0], a[1].parse::<u64>().unwrap(), a[2] == "1", a[3].parse::<u64>().unwrap(), &a[4], &a[5]);
+            (&a[0], a[1].parse::<u64>().unwrap(), a[2].as_str(), a[3].parse::<u64>().unwrap(), &a[4], &a[5]);
         let now_us = self.time_us(now);
         if self.hexists(now, lock, field) {
             // A retried grant: granted again, with a new token.
@@ -181,7 +181,17 @@ impl RedisModel {
             self.wakeups_sent += 1;
         }
         let head = first.is_none() || first.as_deref() == Some(member.as_str());
-        if wait {
+        // "2": a recheck right after queueing leaves a live place as it is.
+        let upkeep = match wait {
+            "1" => true,
+            // First in line is alive by first_waiter's check.
+            "2" if first.as_deref() == Some(member.as_str()) => false,
+            "2" => {
+                self.zset(now, d).and_then(|z| z.get(member.as_str()).copied()).is_none_or(|until| until <= now as f64)
+            }
+            _ => false,
+        };
+        if upkeep {
             // now_us: the model's clock has ms resolution; a per-call counter breaks ties in arrival order.
             let arrival = now as f64 * 1000.0 + (self.acquire_calls % 1000) as f64;
             self.zadd(now, q, member, arrival, true);
@@ -213,8 +223,11 @@ impl RedisModel {
         let mut pruned = false;
         let held = self.hexists(now, lock, field);
         let was_first = !held && self.first_waiter(now, q, d, &mut pruned).as_deref() == Some(member.as_str());
-        self.zrem(now, q, member);
-        self.zrem(now, d, member);
+        if !held {
+            // A holder is never queued: LEAVE drops only a waiter's member.
+            self.zrem(now, q, member);
+            self.zrem(now, d, member);
+        }
         if held {
             self.keys.remove(lock);
             self.releases += 1;

@@ -138,6 +138,17 @@ impl RedisClaim {
     }
 
     fn send_acquire(&mut self, cx: &mut Cx<'_>) {
+        self.send_acquire_with(cx, false);
+    }
+
+    /// `recheck`: asked again right after queueing, only to catch a release
+    /// that came before our subscription; the place just taken is left as it is.
+    fn send_acquire_with(&mut self, cx: &mut Cx<'_>, recheck: bool) {
+        let wait = match (self.wait, recheck) {
+            (false, _) => "0",
+            (true, false) => "1",
+            (true, true) => "2",
+        };
         let k = &self.keys;
         let op = Self::eval(
             cx,
@@ -146,7 +157,7 @@ impl RedisClaim {
             vec![
                 self.field.clone(),
                 self.terms.lease.as_millis().to_string(),
-                if self.wait { "1" } else { "0" }.to_owned(),
+                wait.to_owned(),
                 self.terms.waiter_ttl.as_millis().to_string(),
                 k.channel().to_owned(),
                 self.member.clone(),
@@ -355,7 +366,7 @@ impl RedisClaim {
     fn on_subscribed(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
         match reply {
             Reply::Done => {
-                self.send_acquire(cx);
+                self.send_acquire_with(cx, true);
                 Progress::Pending
             }
             Reply::Failed(_) => {

@@ -29,7 +29,8 @@ end
 }
 
 /// KEYS: lock, fence, queue, queue deadlines.
-/// ARGV: field, lease ms, wait ('1' to join the queue when busy), waiter TTL ms,
+/// ARGV: field, lease ms, wait ('1' to join the queue when busy or refresh
+/// our place; '2' the same, but a place we still hold is left as it is), waiter TTL ms,
 /// waiter channel prefix, queue member (`<field>|<claim id>|<lease ms>`: one
 /// per claim, so a message meant for an earlier claim of the same owner is
 /// never taken for this one; the lease is what a direct handoff grants).
@@ -54,7 +55,7 @@ end
 pub static ACQUIRE: Script = Script {
     name: "polylock_acquire",
     source: concat!(
-        "-- polylock acquire v5\n",
+        "-- polylock acquire v6\n",
         r#"
 local function grant(now_us)
   if not now_us then
@@ -70,15 +71,19 @@ local function grant(now_us)
 end
 -- Fast path: ours already (a retried grant), or free and nobody queued
 -- (one round trip, one clock read).
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 or
-   (redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[3]) == 0) then
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  return grant(nil)
+end
+-- Read once: nothing below touches the lock before it is granted.
+local free = redis.call('EXISTS', KEYS[1]) == 0
+if free and redis.call('EXISTS', KEYS[3]) == 0 then
   return grant(nil)
 end
 "#,
         lua_prelude!(),
         r#"
 local first = first_waiter(KEYS[3], KEYS[4])
-if redis.call('EXISTS', KEYS[1]) == 0 then
+if free then
   if first == nil or first == ARGV[6] then
     if first ~= nil then
       redis.call('ZREM', KEYS[3], ARGV[6])
@@ -90,7 +95,13 @@ end
 if pruned and first ~= nil and first ~= ARGV[6] then
   redis.call('PUBLISH', ARGV[5] .. ':' .. first, '0')
 end
-if ARGV[3] == '1' then
+-- '2': asked again right after queueing (to hear a release that came
+-- before our subscription): a place still held and alive needs no upkeep.
+local upkeep = ARGV[3] == '1'
+if ARGV[3] == '2' and first ~= ARGV[6] then
+  upkeep = (tonumber(redis.call('ZSCORE', KEYS[4], ARGV[6])) or 0) <= now
+end
+if upkeep then
   redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[6])
   redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), ARGV[6])
   -- The queue lives as long as its longest-lived member: never shorten it
@@ -134,7 +145,7 @@ return {0, redis.call('PTTL', KEYS[1]), head}
 pub static LEAVE: Script = Script {
     name: "polylock_leave",
     source: concat!(
-        "-- polylock leave v7\n",
+        "-- polylock leave v8\n",
         r#"
 local function wake_redisson()
   redis.call('PUBLISH', ARGV[2], '0')
@@ -154,11 +165,16 @@ end
 "#,
         lua_prelude!(),
         r#"
-local was_first = (not held) and first_waiter(KEYS[2], KEYS[3]) == ARGV[4]
-redis.call('ZREM', KEYS[2], ARGV[4])
-redis.call('ZREM', KEYS[3], ARGV[4])
+-- A holder is never queued (its member left the queue when it was granted)
+-- and has just deleted the lock: nothing to drop, nothing to look up.
+local was_first = false
+if not held then
+  was_first = first_waiter(KEYS[2], KEYS[3]) == ARGV[4]
+  redis.call('ZREM', KEYS[2], ARGV[4])
+  redis.call('ZREM', KEYS[3], ARGV[4])
+end
 local handed = false
-if (held or was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0 then
+if held or ((was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0) then
   local first = first_waiter(KEYS[2], KEYS[3])
   if first ~= nil then
     local field, lease = string.match(first, '^([^|]*)|[^|]*|(%d+)$')
