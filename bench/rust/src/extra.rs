@@ -17,8 +17,33 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// The child side of the handoff test: wait, print the grant time, release, pause.
+/// Redis: records when a message on any waiter channel of `name` reaches
+/// this process, on a raw `PSUBSCRIBE` socket read by a thread of its own
+/// (blocked in `read`, so it stamps the arrival without waiting for a
+/// scheduler): where the handoff's time goes, server side against client side.
+fn stamp_pushes(url: &str, name: &str) -> Arc<AtomicU64> {
+    let at = Arc::new(AtomicU64::new(0));
+    let Some(addr) = url.strip_prefix("redis://").and_then(|r| r.split('/').next()) else { return at };
+    let keys = polylock_core::redis::RedisKeys::of(&polylock_core::LockName::new(name).unwrap());
+    let pattern = format!("{}:*", keys.channel());
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    write!(s, "*2\r\n$10\r\nPSUBSCRIBE\r\n${}\r\n{pattern}\r\n", pattern.len()).unwrap();
+    let mut buf = [0u8; 4096];
+    let _ = std::io::Read::read(&mut s, &mut buf).unwrap(); // the confirmation
+    let stamp = at.clone();
+    std::thread::spawn(move || {
+        while matches!(std::io::Read::read(&mut s, &mut buf), Ok(n) if n > 0) {
+            stamp.store(monotonic_ns(), Ordering::SeqCst);
+        }
+    });
+    at
+}
+
+/// The child side of the handoff test: wait, print the grant time (and,
+/// on Redis, when the handoff's message reached this process), release, pause.
 pub async fn handoff_waiter(url: &str, name: &str) {
+    let pushed = stamp_pushes(url, name);
     let client = Client::connect(url).await.unwrap();
     let lock = client.lock(name).unwrap();
     let stdin = std::io::stdin();
@@ -32,15 +57,28 @@ pub async fn handoff_waiter(url: &str, name: &str) {
         let g = lock.acquire_as(OwnerId(2), None).await.unwrap();
         let t = monotonic_ns();
         g.release().await.unwrap();
-        println!("{t}");
+        println!("{t} {}", pushed.load(Ordering::SeqCst));
         std::io::stdout().flush().unwrap();
     }
     client.close().await;
 }
 
+/// One handoff's times from the holder's release call: the waiter's
+/// acquire returned (`granted`), the holder's release returned
+/// (`released`), the message reached the waiter's process (`pushed`, Redis only).
+pub struct HandoffTimes {
+    pub granted: Vec<Duration>,
+    pub released: Vec<Duration>,
+    pub pushed: Vec<Duration>,
+    /// Redis: a raw PING from this process after the same 20 ms of quiet
+    /// that precede each handoff (the floor of a request that wakes idle
+    /// threads on both sides, which a hot PING loop never does).
+    pub cold_ping: Vec<Duration>,
+}
+
 /// Holder in this process, waiter in another: time from the release call
-/// to the waiter's acquire returning.
-pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> Vec<Duration> {
+/// to the waiter's acquire returning, and where it went.
+pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> HandoffTimes {
     let mut child = Command::new(exe)
         .args(["--handoff-waiter", url, name])
         .stdin(Stdio::piped())
@@ -51,19 +89,35 @@ pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> 
     let mut from_child = BufReader::new(child.stdout.take().unwrap());
     let client = Client::connect(url).await.unwrap();
     let lock = client.lock(name).unwrap();
-    let mut out = Vec::with_capacity(n);
+    let mut out = HandoffTimes { granted: Vec::new(), released: Vec::new(), pushed: Vec::new(), cold_ping: Vec::new() };
+    let mut raw = match url.starts_with("redis://") {
+        true => Some(redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap()),
+        false => None,
+    };
     for i in 0..n + 5 {
+        if let Some(raw) = raw.as_mut() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let t = Instant::now();
+            let _: String = redis::cmd("PING").query_async(raw).await.unwrap();
+            out.cold_ping.push(t.elapsed());
+        }
         let g = lock.acquire_as(OwnerId(1), None).await.unwrap();
         writeln!(to_child, "go").unwrap();
         // Let the waiter reach the server and block.
         tokio::time::sleep(Duration::from_millis(20)).await;
         let t0 = monotonic_ns();
         g.release().await.unwrap();
+        let released = monotonic_ns();
         let mut line = String::new();
         from_child.read_line(&mut line).unwrap();
-        let t1: u64 = line.trim().parse().unwrap();
+        let mut stamps = line.split_whitespace().map(|v| v.parse::<u64>().unwrap());
+        let (t1, pushed) = (stamps.next().unwrap(), stamps.next().unwrap_or(0));
         if i >= 5 {
-            out.push(Duration::from_nanos(t1.saturating_sub(t0)));
+            out.granted.push(Duration::from_nanos(t1.saturating_sub(t0)));
+            out.released.push(Duration::from_nanos(released.saturating_sub(t0)));
+            if pushed > t0 {
+                out.pushed.push(Duration::from_nanos(pushed - t0));
+            }
         }
     }
     writeln!(to_child, "stop").unwrap();

@@ -181,13 +181,11 @@ async fn main() {
     // Handoff: a holder releases while a waiter in another process is blocked.
     let exe = std::env::current_exe().unwrap();
     let handoffs = (n / 20).max(50);
-    rows.push(stats(
-        "polylock redis handoff (waiter in another process)",
-        extra::handoff(&exe, &redis_url, &format!("{name}-handoff"), handoffs).await,
-    ));
+    let redis_handoff = extra::handoff(&exe, &redis_url, &format!("{name}-handoff"), handoffs).await;
+    rows.push(stats("polylock redis handoff (waiter in another process)", redis_handoff.granted.clone()));
     rows.push(stats(
         "polylock zookeeper handoff (waiter in another process)",
-        extra::handoff(&exe, &zk_url, &format!("/{name}-handoff"), handoffs).await,
+        extra::handoff(&exe, &zk_url, &format!("/{name}-handoff"), handoffs).await.granted,
     ));
     let extras = extra::everything_else(&redis_url, &zk_url, &name).await;
 
@@ -212,6 +210,7 @@ async fn main() {
         rows[6].p50 / ping,
         rows[7].p50 / exists
     ));
+    md.push_str(&handoff_breakdown(&redis_handoff, ping));
     md.push_str(&extras.markdown);
     print!("{md}");
     let json = format!(
@@ -222,7 +221,48 @@ async fn main() {
             .join(",\n"),
         extras.json
     );
+    let json = json.replacen(
+        "\n  \"extra\"",
+        &format!("\n  \"handoff_breakdown\": {},\n  \"extra\"", breakdown_json(&redis_handoff)),
+        1,
+    );
     std::fs::create_dir_all(&out).unwrap();
     std::fs::write(format!("{out}/results.md"), &md).unwrap();
     std::fs::write(format!("{out}/results.json"), json).unwrap();
+}
+
+fn p50_of(v: &[Duration]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    stats("", v.to_vec()).p50
+}
+
+/// Where one Redis handoff's time goes, from the holder's release call (p50s
+/// of the same handoffs; the message's arrival stamped in the waiter's
+/// process by a raw subscriber thread), beside the hot and the cold PING.
+fn handoff_breakdown(h: &extra::HandoffTimes, ping: f64) -> String {
+    let (granted, released, pushed, cold) =
+        (p50_of(&h.granted), p50_of(&h.released), p50_of(&h.pushed), p50_of(&h.cold_ping));
+    format!(
+        "Redis handoff breakdown (p50 µs from the holder's release call): the handoff's message reaches the \
+         waiter's process at {pushed:.0} (the release script's request, its run, the publish); the holder's \
+         release returns at {released:.0}; the waiter's acquire returns at {granted:.0}, {:.0} after the message \
+         arrived (the waiter's client: read, table, wake the caller). A PING is {ping:.0} in a hot loop and \
+         {cold:.0} after the same 20 ms of quiet that precede each handoff: the handoff is {:.1} hot PINGs, \
+         {:.1} cold ones.\n\n",
+        granted - pushed,
+        granted / ping,
+        granted / cold,
+    )
+}
+
+fn breakdown_json(h: &extra::HandoffTimes) -> String {
+    format!(
+        "{{\"pushed_p50_us\": {:.1}, \"released_p50_us\": {:.1}, \"granted_p50_us\": {:.1}, \"cold_ping_p50_us\": {:.1}}}",
+        p50_of(&h.pushed),
+        p50_of(&h.released),
+        p50_of(&h.granted),
+        p50_of(&h.cold_ping)
+    )
 }
