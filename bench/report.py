@@ -126,7 +126,7 @@ def fmt(x):
 
 
 def main():
-    rows, extra, missing, tput, jvm = [], {}, [], {}, None
+    rows, extra, missing, tput, jvm, breakdown = [], {}, [], {}, None, None
     for lang, conv in (("rust", rust_rows), ("python", python_rows), ("node", node_rows), ("jvm", jvm_rows)):
         d = load(lang)
         if d is None:
@@ -140,6 +140,7 @@ def main():
             missing.append(lang)
         if lang == "rust" and isinstance(d, dict):
             extra = d.get("extra", {})
+            breakdown = d.get("handoff_breakdown")
         if lang == "jvm" and isinstance(d, list):
             jvm = d
 
@@ -205,6 +206,22 @@ def main():
     if zn and zp:
         targets.append(("ZooKeeper uncontended no slower than the naive raw sequence (Rust)", zp["p50"] <= zn["p50"],
                         f"{zp['p50'] / zn['p50']:.2f}×"))
+    if breakdown and rf:
+        b = breakdown
+        md += ["## Where a Redis handoff's time goes (Rust, waiter in another process)", "",
+               "p50 µs from the holder's release call, over the same handoffs; the message's arrival is stamped in "
+               "the waiter's process by a raw `PSUBSCRIBE` socket read by a thread of its own. Each handoff follows "
+               "20 ms of quiet, so it wakes idle threads in both processes and in the server; the cold PING is a raw "
+               "PING after the same quiet, the floor of one such round trip.", "",
+               "| step | at (µs) |", "|---|---:|",
+               f"| the handoff's message reaches the waiter's process (release request, script, publish) | {b['pushed_p50_us']:.0f} |",
+               f"| the holder's release returns | {b['released_p50_us']:.0f} |",
+               f"| the waiter's acquire returns | {b['granted_p50_us']:.0f} |",
+               f"| (the waiter's client, from the message to the caller) | {b['granted_p50_us'] - b['pushed_p50_us']:.0f} |",
+               f"| hot PING / cold PING | {rf['p50']:.0f} / {b['cold_ping_p50_us']:.0f} |", "",
+               f"The handoff is {b['granted_p50_us'] / rf['p50']:.1f} hot PINGs and "
+               f"{b['granted_p50_us'] / b['cold_ping_p50_us']:.1f} cold ones: its floor is a cold request and a "
+               "cold push, about two cold round trips.", ""]
     herd = {k: v for k, v in extra.items() if k.startswith("herd_")}
     if herd:
         md += ["## Herd: server work per handoff as waiters grow (Rust clients)", "",
