@@ -198,7 +198,7 @@ impl RedisModel {
             self.zadd(now, d, member, (now + wttl) as f64, false);
             // The queue lives as long as its longest-lived member.
             for key in [q, d] {
-                if self.pttl(now, key) < wttl as i64 {
+                if first.is_none() || self.pttl(now, key) < wttl as i64 {
                     self.pexpire(now, key, wttl);
                 }
             }

@@ -55,7 +55,7 @@ end
 pub static ACQUIRE: Script = Script {
     name: "polylock_acquire",
     source: concat!(
-        "-- polylock acquire v6\n",
+        "-- polylock acquire v7\n",
         r#"
 local function grant(now_us)
   if not now_us then
@@ -105,9 +105,10 @@ if upkeep then
   redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[6])
   redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), ARGV[6])
   -- The queue lives as long as its longest-lived member: never shorten it
-  -- (PEXPIRE GT would not set a TTL on a key that has none).
+  -- (PEXPIRE GT would not set a TTL on a key that has none). A queue that
+  -- had no live member is ours alone now: nothing to compare with.
   for _, k in ipairs({KEYS[3], KEYS[4]}) do
-    if redis.call('PTTL', k) < tonumber(ARGV[4]) then
+    if first == nil or redis.call('PTTL', k) < tonumber(ARGV[4]) then
       redis.call('PEXPIRE', k, ARGV[4])
     end
   end
