@@ -236,31 +236,26 @@ pub(crate) fn start_op<C: OpConnection>(commands: &C, pubsub: &C, timeout: Durat
                 .await
             })
         }
-        RedisOp::Subscribe { channel } => {
-            let subscribed = pubsub.clone().subscribe_to(channel);
-            start_now(async move {
-                within(timeout, "subscribe", subscribed, |r| r.map_or_else(redis_failure, |()| Reply::Done)).await
-            })
-        }
+        RedisOp::Subscribe { channel } => subscription(timeout, "subscribe", pubsub.clone().subscribe_to(channel)),
         RedisOp::Unsubscribe { channel } => {
-            let unsubscribed = pubsub.clone().unsubscribe_from(channel);
-            start_now(async move {
-                within(timeout, "unsubscribe", unsubscribed, |r| r.map_or_else(redis_failure, |()| Reply::Done)).await
-            })
+            subscription(timeout, "unsubscribe", pubsub.clone().unsubscribe_from(channel))
         }
         RedisOp::ShardSubscribe { channel } => {
-            let subscribed = pubsub.clone().shard_subscribe_to(channel);
-            start_now(async move {
-                within(timeout, "ssubscribe", subscribed, |r| r.map_or_else(redis_failure, |()| Reply::Done)).await
-            })
+            subscription(timeout, "ssubscribe", pubsub.clone().shard_subscribe_to(channel))
         }
         RedisOp::ShardUnsubscribe { channel } => {
-            let unsubscribed = pubsub.clone().shard_unsubscribe_from(channel);
-            start_now(async move {
-                within(timeout, "sunsubscribe", unsubscribed, |r| r.map_or_else(redis_failure, |()| Reply::Done)).await
-            })
+            subscription(timeout, "sunsubscribe", pubsub.clone().shard_unsubscribe_from(channel))
         }
     }
+}
+
+/// A (un)subscription on the pub/sub connection, within `timeout`: done, or why not.
+fn subscription(
+    timeout: Duration,
+    what: &'static str,
+    change: impl std::future::Future<Output = redis::RedisResult<()>> + Send + 'static,
+) -> Started {
+    start_now(async move { within(timeout, what, change, |r| r.map_or_else(redis_failure, |()| Reply::Done)).await })
 }
 
 impl Transport for RedisTransport {
