@@ -2,8 +2,6 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use polylock::{Client, Error, OwnerId};
@@ -12,29 +10,7 @@ use support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_tasks_over_three_clients_lose_no_update() {
     for (backend, url) in backends() {
-        let name = unique("counter");
-        let clients = [client(&url).await, client(&url).await, client(&url).await];
-        let counter = Arc::new(AtomicU64::new(0));
-        let mut tasks = Vec::new();
-        for i in 0..20 {
-            let lock = clients[i % 3].lock(&name).unwrap();
-            let counter = counter.clone();
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..10 {
-                    let g = lock.acquire().await.unwrap();
-                    // A read-modify-write that loses updates unless excluded.
-                    let v = counter.load(Ordering::SeqCst);
-                    tokio::task::yield_now().await;
-                    tokio::time::sleep(Duration::from_micros(200)).await;
-                    counter.store(v + 1, Ordering::SeqCst);
-                    g.release().await.unwrap();
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.unwrap();
-        }
-        assert_eq!(counter.load(Ordering::SeqCst), 200, "{backend}: lost updates");
+        assert_eq!(count_under_lock(&url, &unique("counter")).await, 200, "{backend}: lost updates");
     }
 }
 

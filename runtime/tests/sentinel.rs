@@ -7,8 +7,6 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use polylock::{ClientOptions, Error, OwnerId};
@@ -59,28 +57,7 @@ async fn await_replicas_in_sync(url: &str) {
 async fn twenty_tasks_over_three_clients_keep_the_counter_exact() {
     let Some(url) = sentinel_or_skip("the counter test") else { return };
     let _turn = SERIAL.lock().await;
-    let name = unique("sentinel-counter");
-    let clients = [client(&url).await, client(&url).await, client(&url).await];
-    let counter = Arc::new(AtomicU64::new(0));
-    let mut tasks = Vec::new();
-    for i in 0..20 {
-        let lock = clients[i % 3].lock(&name).unwrap();
-        let counter = counter.clone();
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..10 {
-                let g = lock.acquire().await.unwrap();
-                // A read-modify-write that loses updates unless excluded.
-                let v = counter.load(Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_micros(200)).await;
-                counter.store(v + 1, Ordering::SeqCst);
-                g.release().await.unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    assert_eq!(counter.load(Ordering::SeqCst), 200, "lost updates");
+    assert_eq!(count_under_lock(&url, &unique("sentinel-counter")).await, 200, "lost updates");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -171,3 +171,31 @@ impl Proxy {
         self.0.restore();
     }
 }
+
+/// 20 tasks over 3 clients of `url`, 10 turns each, each turn a
+/// read-modify-write of one counter under the lock `name` that loses
+/// updates unless the lock excludes. Returns the counter: 200 if none was lost.
+pub async fn count_under_lock(url: &str, name: &str) -> u64 {
+    use std::sync::atomic::AtomicU64;
+    let clients = [client(url).await, client(url).await, client(url).await];
+    let counter = std::sync::Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..20 {
+        let lock = clients[i % 3].lock(name).unwrap();
+        let counter = counter.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..10 {
+                let g = lock.acquire().await.unwrap();
+                let v = counter.load(Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                tokio::time::sleep(Duration::from_micros(200)).await;
+                counter.store(v + 1, Ordering::SeqCst);
+                g.release().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    counter.load(Ordering::SeqCst)
+}
