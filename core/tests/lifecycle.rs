@@ -1,19 +1,14 @@
 //! Lifecycle rules of one machine, driven by hand: what the application is
 //! told, and in which order, around close and concurrent acquires.
 
+mod steps;
+
 use polylock_core::RedisOp;
 use polylock_core::*;
-
-fn granted(token: i64) -> Reply {
-    Reply::Redis(RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)]))
-}
+use steps::{events, granted};
 
 fn redis_machine() -> LockMachine {
-    LockMachine::new(LockConfig::new(Backend::Redis), LockName::new("orders/42").unwrap(), Nonce(1)).unwrap()
-}
-
-fn events(m: &mut LockMachine) -> Vec<Event> {
-    std::iter::from_fn(|| m.poll_event()).collect()
+    steps::redis_machine("orders/42")
 }
 
 /// Two acquires by one owner before the first grant (`join!(lock.acquire(),

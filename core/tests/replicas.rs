@@ -6,28 +6,17 @@
 
 use std::time::Duration;
 
+mod steps;
+
 use polylock_core::RedisOp;
 use polylock_core::*;
+use steps::{at, events, one_command};
 
 fn machine(replicas: u32) -> LockMachine {
     let mut cfg = LockConfig::new(Backend::Redis);
     cfg.set_lease(Duration::from_secs(3));
     cfg.replicas = replicas;
     LockMachine::new(cfg, LockName::new("t").unwrap(), Nonce(1)).unwrap()
-}
-
-fn at(ms: u64) -> Instant {
-    Instant::from_millis(ms)
-}
-
-fn one_command(m: &mut LockMachine) -> Command {
-    let cmd = m.poll_command().expect("a command to send");
-    assert_eq!(m.poll_command(), None, "one command at a time here");
-    cmd
-}
-
-fn events(m: &mut LockMachine) -> Vec<Event> {
-    std::iter::from_fn(|| m.poll_event()).collect()
 }
 
 fn int(i: i64) -> RedisValue {

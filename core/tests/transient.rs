@@ -4,34 +4,18 @@
 
 use std::time::Duration;
 
+mod steps;
+
 use polylock_core::*;
 use polylock_core::{RedisOp, ZkOp};
+use steps::{at, events, granted, one_command};
+
+fn redis_machine() -> LockMachine {
+    steps::redis_machine("t")
+}
 
 const BUSY: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
 const READONLY: &str = "READONLY You can't write against a read only replica.";
-
-fn granted(token: i64) -> Reply {
-    Reply::Redis(RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)]))
-}
-
-fn redis_machine() -> LockMachine {
-    LockMachine::new(LockConfig::new(Backend::Redis), LockName::new("t").unwrap(), Nonce(1)).unwrap()
-}
-
-fn at(ms: u64) -> Instant {
-    Instant::from_millis(ms)
-}
-
-/// The one command the machine has to send now.
-fn one_command(m: &mut LockMachine) -> Command {
-    let cmd = m.poll_command().expect("a command to send");
-    assert_eq!(m.poll_command(), None, "one command at a time here");
-    cmd
-}
-
-fn events(m: &mut LockMachine) -> Vec<Event> {
-    std::iter::from_fn(|| m.poll_event()).collect()
-}
 
 /// Answers every command the machine sends with the refusal `reply`,
 /// following its timers, until `until` (ms); returns how many were refused.
