@@ -194,6 +194,26 @@ def main():
                     targets.append((f"{lang}: {b} uncontended p99/p50 no worse than the best peer's",
                                     spread <= best["p99"] / best["p50"],
                                     f"{spread:.1f} vs {best['p99'] / best['p50']:.1f} ({best['system']})"))
+    # Issue 16's ratio targets, each as that issue states it (p50 over p50, same run).
+    for lang, b, metric, peer, limit in (
+        ("python", "redis", "handoff", "python-redis-lock", 0.5),
+        ("python", "redis", "uncontended", "redis-py", 0.6),
+        ("node", "redis", "uncontended", "redlock", 0.9),
+        ("node", "redis", "uncontended", "redis-semaphore", 0.9),
+        ("java", "redis", "uncontended", "Redisson RLock", 0.8),
+        ("java", "redis", "handoff", "Redisson RLock", 0.6),
+        ("java", "zookeeper", "uncontended", "Curator InterProcessMutex", 0.8),
+        ("java", "zookeeper", "handoff", "Curator InterProcessMutex", 0.8),
+    ):
+        ours, theirs = find(lang, b, metric, system="polylock"), find(lang, b, metric, system=peer)
+        if ours and theirs:
+            ratio = ours["p50"] / theirs["p50"]
+            targets.append((f"{lang}: {b} {metric} p50 at most {limit}× {peer}'s", ratio <= limit,
+                            f"{ratio:.2f}× ({fmt(ours['p50'])} vs {fmt(theirs['p50'])} µs)"))
+    rf, ru = find("rust", "redis", "floor"), find("rust", "redis", "uncontended", system="polylock")
+    if rf and ru:
+        ratio = ru["p50"] / (2 * rf["p50"])
+        targets.append(("rust: Redis uncontended acquire+release within 1.2× two PINGs", ratio <= 1.2, f"{ratio:.2f}×"))
     rf, rh = find("rust", "redis", "floor"), find("rust", "redis", "handoff", polylock=True)
     if rf and rh:
         targets.append(("Redis handoff within 3 raw round trips (Rust)", rh["p50"] <= 3 * rf["p50"],
@@ -206,6 +226,8 @@ def main():
     if zn and zp:
         targets.append(("ZooKeeper uncontended no slower than the naive raw sequence (Rust)", zp["p50"] <= zn["p50"],
                         f"{zp['p50'] / zn['p50']:.2f}×"))
+        targets.append(("ZooKeeper uncontended at most 0.7× the naive raw sequence (Rust)",
+                        zp["p50"] <= 0.7 * zn["p50"], f"{zp['p50'] / zn['p50']:.2f}×"))
     if breakdown and rf:
         b = breakdown
         md += ["## Where a Redis handoff's time goes (Rust, waiter in another process)", "",
