@@ -91,7 +91,8 @@ struct PendingFailure {
 }
 
 /// How long a failed acquire's report waits for its cleanup when the server
-/// does not answer (a connection down): the cleanup goes on afterwards, and
+/// does not answer over a connection that looks up (with the connection
+/// known down it does not wait at all): the cleanup goes on afterwards, and
 /// the caller is not held past its deadline for longer than this.
 const CLEANUP_REPORT_WAIT: Duration = Duration::from_secs(1);
 

@@ -173,3 +173,30 @@ fn a_waiter_next_in_line_is_granted_when_its_predecessor_is_deleted() {
     assert!(matches!(m.poll_event(), Some(Event::Granted { token: FencingToken(40), .. })));
     assert_eq!(commands(&mut m), vec![], "no request between the deletion and the grant");
 }
+
+/// A failed try waits for the delete of its node, but not for ever: when
+/// the server does not answer it (the connection still looks up), the
+/// failure is reported a second later at most, and the delete goes on.
+/// With the connection known down it is reported at once.
+#[test]
+fn a_failed_try_whose_delete_gets_no_answer_is_reported_within_a_second() {
+    let try_once = AcquireOptions { no_wait: true, ..AcquireOptions::default() };
+    let mut m = machine();
+    let (_, sent) = acquire_behind(&mut m, &["_c_other-lock-0000000003"], try_once);
+    assert!(sent.iter().any(|c| matches!(c.op, Op::ZooKeeper(ZkOp::Delete { .. }))), "{sent:?}");
+    assert_eq!(m.poll_event(), None, "not before its node is gone");
+    let by = m.poll_timeout().expect("a bound on the wait");
+    assert!(by <= T0.saturating_add(Duration::from_secs(1)), "{by:?}");
+    m.handle_timeout(by);
+    assert!(matches!(m.poll_event(), Some(Event::Failed { error: polylock_core::Error::WouldBlock, .. })));
+
+    let timed = AcquireOptions { deadline: Some(T0.saturating_add(Duration::from_millis(20))), ..Default::default() };
+    let mut m = machine();
+    acquire_behind(&mut m, &["_c_other-lock-0000000003"], timed);
+    m.handle_connection(T0, ConnectionEvent::Disconnected);
+    m.handle_timeout(T0.saturating_add(Duration::from_millis(20)));
+    assert!(
+        matches!(m.poll_event(), Some(Event::Failed { error: polylock_core::Error::Timeout, .. })),
+        "with the connection down, at the deadline"
+    );
+}
