@@ -114,3 +114,31 @@ fn a_stale_guards_release_reports_its_loss_and_spares_the_newer_hold() {
     assert_eq!(m.release_hold(renew_at, owner, Some(FencingToken(20))), Err(Error::NotHeld));
     assert!(matches!(m.release_hold(renew_at, owner, Some(FencingToken(21))), Ok(ReleaseProgress::Releasing(_))));
 }
+
+/// A Redis waiter whose deadline passes while it is queued reports its
+/// timeout once its LEAVE has taken its place out of the queue, not before:
+/// a caller looking right after never finds its own failed attempt queued.
+#[test]
+fn a_timed_out_redis_waiter_reports_once_its_leave_is_answered() {
+    let mut m = redis_machine();
+    let t = |ms| Instant::from_millis(ms);
+    let opts = AcquireOptions { deadline: Some(t(100)), ..Default::default() };
+    let ticket = m.acquire(t(0), OwnerId(1), opts, Nonce(2)).unwrap();
+    let queued =
+        || Reply::Redis(RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(5_000), RedisValue::Int(1)]));
+    let acquire = m.poll_command().expect("the acquire");
+    m.handle_reply(t(1), acquire.id, queued());
+    // Subscribed (Redisson's channel and ours), then asked again.
+    let subs: Vec<Command> = std::iter::from_fn(|| m.poll_command()).collect();
+    let ours = subs.last().expect("our subscription");
+    m.handle_reply(t(2), ours.id, Reply::Done);
+    let recheck = m.poll_command().expect("the recheck");
+    m.handle_reply(t(3), recheck.id, queued());
+    m.handle_timeout(t(100));
+    let leave = std::iter::from_fn(|| m.poll_command())
+        .find(|c| matches!(&c.op, Op::Redis(RedisOp::Eval { script, .. }) if script.name == "polylock_leave"))
+        .expect("a LEAVE at the deadline");
+    assert_eq!(events(&mut m), vec![], "not reported before the LEAVE is answered");
+    m.handle_reply(t(101), leave.id, Reply::Redis(RedisValue::Int(0)));
+    assert_eq!(events(&mut m), vec![Event::Failed { ticket, owner: OwnerId(1), error: Error::Timeout }]);
+}
