@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use polylock_core::{
-    AcquireOptions, Backend, ConnectionEvent, FencingToken, Instant, LockConfig, LockName, LockTable, Nonce,
+    AcquireOptions, Backend, ConnectionEvent, FencingToken, Instant, LockConfig, LockMode, LockName, LockTable, Nonce,
     Notification, OwnerId, ReleaseProgress, RequestId, Ticket,
 };
 use serde_json::{json, Map, Value};
@@ -170,12 +170,12 @@ impl Driver {
                     }
                 };
                 let owner = OwnerId(u64_field(f, "owner")?);
-                let ticket = t.acquire(now, &name, owner, opts, nonce_of(f, "nonce")?);
+                let ticket = t.acquire(now, &name, LockMode::Exclusive, owner, opts, nonce_of(f, "nonce")?);
                 Ok(json!(ticket.map_err(|e| Error::from_core(name.as_str(), e))?.0))
             }
             "cancel" => {
                 let (_, now) = now_of(f)?;
-                Ok(json!(t.cancel(now, str_field(f, "name")?, Ticket(u64_field(f, "ticket")?))))
+                Ok(json!(t.cancel(now, Ticket(u64_field(f, "ticket")?))))
             }
             "release" => {
                 let (_, now) = now_of(f)?;
@@ -184,7 +184,7 @@ impl Driver {
                     None | Some(Value::Null) => None,
                     Some(_) => Some(FencingToken(u64_field(f, "token")?)),
                 };
-                match t.release(now, name, OwnerId(u64_field(f, "owner")?), token) {
+                match t.release(now, name, LockMode::Exclusive, OwnerId(u64_field(f, "owner")?), token) {
                     Ok(ReleaseProgress::StillHeld { remaining }) => Ok(json!({ "stillHeld": remaining })),
                     Ok(ReleaseProgress::Releasing(id)) => Ok(json!({ "releasing": id.0 })),
                     Err(e) => Err(Error::from_core(name, e)),
@@ -193,8 +193,8 @@ impl Driver {
             "grantUnwanted" => {
                 let (_, now) = now_of(f)?;
                 let (name, owner) = (str_field(f, "name")?, OwnerId(u64_field(f, "owner")?));
-                t.grant_unwanted(now, name, owner, FencingToken(u64_field(f, "token")?));
-                Ok(json!(t.hold(name, owner).is_some()))
+                t.grant_unwanted(now, name, LockMode::Exclusive, owner, FencingToken(u64_field(f, "token")?));
+                Ok(json!(t.hold(name, LockMode::Exclusive, owner).is_some()))
             }
             "status" => Ok(json!(t.read_status(&lock_name(str_field(f, "name")?)?).0)),
             "close" => {
@@ -226,7 +226,7 @@ impl Driver {
             }
             // ---- queries (no input, nothing to drain)
             "hold" => {
-                let hold = t.hold(str_field(f, "name")?, OwnerId(u64_field(f, "owner")?));
+                let hold = t.hold(str_field(f, "name")?, LockMode::Exclusive, OwnerId(u64_field(f, "owner")?));
                 Ok(hold.map_or(Value::Null, |(count, token)| json!({ "count": count, "token": token.0.to_string() })))
             }
             "isHeldHere" => Ok(json!(t.is_held_here(str_field(f, "name")?))),

@@ -103,7 +103,7 @@ fn redis_value(v: &Value) -> Result<RedisValue, Error> {
 /// source must travel with it (the first time this table sends it).
 pub fn output(out: Output, first_use: impl FnOnce(&'static str) -> bool) -> Option<Value> {
     Some(match out {
-        Output::Event { name, event } => event_json(name.as_str(), event)?,
+        Output::Event { name, event, .. } => event_json(name.as_str(), event)?,
         Output::Status { id, result } => match result {
             Ok(s) => json!({ "k": "status", "id": id.0, "ok": status_json(&s) }),
             Err(polylock_core::Error::NoAnswer(reason)) => {

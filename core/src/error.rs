@@ -40,6 +40,12 @@ pub enum Error {
     /// The client was closed.
     #[error("the client is closed")]
     Closed,
+    /// A write acquire by an owner that holds the read half of the same
+    /// lock: it would wait for its own read hold forever (Curator's and
+    /// Redisson's self-deadlock), so it is refused at once. Release the read
+    /// hold first. The opposite (downgrade) is allowed.
+    #[error("an owner holding the read lock cannot take the write lock (upgrade is refused)")]
+    UpgradeRefused,
     /// The acquire deadline passed while the server kept refusing with a
     /// transient error (Redis `BUSY`, `LOADING`, `READONLY`, ...; ZooKeeper
     /// throttling): the server's last reply, so the caller sees why.

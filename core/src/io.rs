@@ -62,6 +62,11 @@ pub enum ZkOp {
     /// ZooKeeper: create `path` + a 10-digit sequence, EPHEMERAL_SEQUENTIAL,
     /// open ACL. Reply: [`Reply::Created`], or [`Reply::NoNode`] if the parent is missing.
     CreateSequential { path: String, data: Vec<u8> },
+    /// ZooKeeper: create `path` EPHEMERAL (no sequence), open ACL: a
+    /// downgraded reader's node, named after its writer's. Reply:
+    /// [`Reply::Created`], [`Reply::NoNode`] if the parent is missing, or
+    /// [`Reply::Done`] if the node exists already.
+    CreateEphemeral { path: String, data: Vec<u8> },
     /// ZooKeeper: create `path` and every missing ancestor as CONTAINER nodes,
     /// ignoring NodeExists. Reply: [`Reply::Done`].
     CreateContainers { path: String },

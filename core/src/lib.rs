@@ -65,18 +65,18 @@
 //! let mut table = LockTable::new(LockConfig::new(Backend::Redis), Nonce(7)).unwrap();
 //! let name = LockName::new("orders/42").unwrap();
 //! let now = Instant::from_millis(0);
-//! let ticket = table.acquire(now, &name, OwnerId(1), AcquireOptions::default(), Nonce(9)).unwrap();
+//! let ticket = table.acquire(now, &name, LockMode::Exclusive, OwnerId(1), AcquireOptions::default(), Nonce(9)).unwrap();
 //! let Some(Output::Command(cmd)) = table.poll_output() else { panic!("one acquire script") };
 //! assert_eq!(table.poll_output(), None, "an uncontended acquire is one round trip");
 //! // The server grants with fencing token 5:
 //! let reply = Reply::Redis(RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(5)]));
 //! table.handle_reply(Instant::from_millis(1), cmd.id, reply);
 //! let granted = Event::Granted { ticket, owner: OwnerId(1), token: FencingToken(5), reentry: 0 };
-//! assert_eq!(table.poll_output(), Some(Output::Event { name: name.clone(), event: granted }));
+//! assert_eq!(table.poll_output(), Some(Output::Event { name: name.clone(), mode: LockMode::Exclusive, event: granted }));
 //! // Renewal is due a third of the lease after the request was sent.
 //! assert_eq!(table.poll_output(), Some(Output::Timeout(Instant::from_millis(10_000))));
 //! assert_eq!(table.poll_output(), None);
-//! assert_eq!(table.hold("orders/42", OwnerId(1)), Some((1, FencingToken(5))));
+//! assert_eq!(table.hold("orders/42", LockMode::Exclusive, OwnerId(1)), Some((1, FencingToken(5))));
 //! ```
 //!
 //! ## One lock: the machine inside the table
@@ -93,12 +93,15 @@
 //! way (tests of one lock's lifecycle do), but a driver of real connections
 //! owns the table.
 //!
-//! ## Room to grow
-//! Shared/exclusive modes and N-permit semaphores fit the same shape: the
-//! local side becomes a set of holders instead of one, and each backend
-//! claim decides eligibility (ZooKeeper: Curator's `__READ__`/`__WRIT__`
-//! nodes; Redis: a `mode` field as Redisson's read/write lock) without
-//! changing the drive contract.
+//! ## Modes: mutex and read-write lock
+//! Every per-lock call names the lock by name and [`LockMode`]. The table
+//! runs one machine per (name, mode), and for [`LockMode::Read`] one per
+//! (name, owner) as well: readers of one client hold at once, each with its
+//! own server record (Curator's node, Redisson's field), so the machine
+//! keeps its one-holder shape and the backend claim decides eligibility
+//! (ZooKeeper: Curator's `__READ__`/`__WRIT__` nodes). The table refuses a
+//! read-to-write upgrade before anything reaches the server
+//! ([`Error::UpgradeRefused`]) and hands a downgrade the writer's record.
 
 #![forbid(unsafe_code)]
 #![warn(missing_debug_implementations)]
@@ -113,6 +116,7 @@ mod ids;
 pub mod io;
 pub mod keyslot;
 mod machine;
+mod mode;
 pub mod name;
 pub mod refusal;
 mod status;
@@ -130,6 +134,7 @@ pub use io::{
     TransportError, ZkOp,
 };
 pub use machine::{AcquireOptions, LockMachine};
+pub use mode::LockMode;
 pub use name::LockName;
 pub use status::LockStatus;
 pub use table::{LockTable, Output, StatusId};

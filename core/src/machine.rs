@@ -15,10 +15,10 @@ use crate::claim::{Claim, Cx, Outbox, Progress};
 use crate::io::{Command, ConnectionEvent, Event, Notification, ReleaseProgress, Reply};
 use crate::redis::{RedisClaim, RedisKeys, Terms};
 use crate::time::Clock;
-use crate::zk::ZkClaim;
+use crate::zk::{ZkClaim, ZkRole};
 use crate::{
-    holder_id, Backend, Error, FencingToken, Instant, LockConfig, LockName, LossReason, Nonce, OwnerId, ReleaseId,
-    RequestId, Ticket,
+    holder_id, Backend, Error, FencingToken, Instant, LockConfig, LockMode, LockName, LossReason, Nonce, OwnerId,
+    ReleaseId, RequestId, Ticket,
 };
 
 /// How to acquire.
@@ -48,6 +48,9 @@ struct Waiter {
     no_wait: bool,
     lease: Option<Duration>,
     nonce: Nonce,
+    /// A read acquire by the owner's write holder (a downgrade): the
+    /// writer's server record ([`LockMachine::held_record`]) it is granted beside.
+    beside_write: Option<String>,
 }
 
 /// The holds of one lost grant that have not been released yet: each of
@@ -115,6 +118,7 @@ impl std::fmt::Debug for TrackedClaim {
 pub struct LockMachine {
     cfg: LockConfig,
     name: LockName,
+    mode: LockMode,
     layout: Layout,
     client_id: Nonce,
     clock: Clock,
@@ -144,7 +148,17 @@ impl LockMachine {
     /// A machine for `name`. `client_id` is the client's 128-bit random id
     /// (the Redis field prefix and ZooKeeper node data).
     pub fn new(cfg: LockConfig, name: LockName, client_id: Nonce) -> Result<Self, Error> {
+        Self::with_mode(cfg, name, LockMode::Exclusive, client_id)
+    }
+
+    /// A machine for one mode of `name`: the mutex, the write half of a
+    /// read-write lock, or the read half for one owner (readers of one
+    /// client hold at once, each with its own machine).
+    pub fn with_mode(cfg: LockConfig, name: LockName, mode: LockMode, client_id: Nonce) -> Result<Self, Error> {
         cfg.validate()?;
+        if cfg.backend == Backend::Redis && mode.is_read_write() {
+            return Err(Error::InvalidOption("read-write locks on Redis are not built yet".into()));
+        }
         let layout = match cfg.backend {
             Backend::Redis => Layout::Redis(Arc::new(RedisKeys::of(&name))),
             Backend::ZooKeeper => Layout::ZooKeeper(crate::zk::lock_path(&name).into()),
@@ -152,6 +166,7 @@ impl LockMachine {
         Ok(LockMachine {
             cfg,
             name,
+            mode,
             layout,
             client_id,
             clock: Clock::default(),
@@ -174,6 +189,17 @@ impl LockMachine {
 
     pub fn name(&self) -> &LockName {
         &self.name
+    }
+
+    pub fn mode(&self) -> LockMode {
+        self.mode
+    }
+
+    /// How `owner`'s current grant is recorded on the server (the Redis
+    /// field, the ZooKeeper node's name), if it holds the lock here.
+    pub fn held_record(&self, owner: OwnerId) -> Option<String> {
+        self.holder.filter(|h| h.owner == owner)?;
+        self.active.as_ref().map(|t| t.claim.describe())
     }
 
     pub fn config(&self) -> &LockConfig {
@@ -239,13 +265,14 @@ impl LockMachine {
         nonce: Nonce,
     ) -> Result<Ticket, Error> {
         let ticket = Ticket(self.next_ticket + 1);
-        self.acquire_as(ticket, now, owner, opts, nonce)?;
+        self.acquire_as(ticket, now, owner, opts, nonce, None)?;
         self.next_ticket += 1;
         Ok(ticket)
     }
 
     /// [`Self::acquire`] with a ticket the caller allocated (the lock
-    /// table's, unique across its machines).
+    /// table's, unique across its machines), and for a read acquire by the
+    /// owner's write holder, the writer's server record (a downgrade).
     pub(crate) fn acquire_as(
         &mut self,
         ticket: Ticket,
@@ -253,6 +280,7 @@ impl LockMachine {
         owner: OwnerId,
         opts: AcquireOptions,
         nonce: Nonce,
+        beside_write: Option<String>,
     ) -> Result<(), Error> {
         let now = self.clock.observe(now);
         self.run_due(now);
@@ -273,7 +301,15 @@ impl LockMachine {
             self.events.push_back(Event::Failed { ticket, owner, error: Error::Timeout });
             return Ok(());
         }
-        let w = Waiter { ticket, owner, deadline: opts.deadline, no_wait: opts.no_wait, lease: opts.lease, nonce };
+        let w = Waiter {
+            ticket,
+            owner,
+            deadline: opts.deadline,
+            no_wait: opts.no_wait,
+            lease: opts.lease,
+            nonce,
+            beside_write,
+        };
         self.waiters.push_back(w);
         self.start_next_claim(now);
         Ok(())
@@ -522,9 +558,14 @@ impl LockMachine {
                 let terms = Terms { lease, waiter_ttl };
                 Box::new(RedisClaim::new(keys.clone(), holder, w.nonce.0, !w.no_wait, terms))
             }
-            Layout::ZooKeeper(path) => {
-                Box::new(ZkClaim::new(path.clone(), w.nonce, holder.into_bytes(), !w.no_wait, self.down_since))
-            }
+            Layout::ZooKeeper(path) => Box::new(ZkClaim::new(
+                path.clone(),
+                ZkRole::of(self.mode, w.beside_write.clone()),
+                w.nonce,
+                holder.into_bytes(),
+                !w.no_wait,
+                self.down_since,
+            )),
         };
         let mut tracked = TrackedClaim { claim, ticket: Some(w.ticket), release: None, failure: None };
         let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };

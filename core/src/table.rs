@@ -15,8 +15,8 @@ use crate::io::{Command, ConnectionEvent, Event, Notification, Op, RedisOp, Rele
 use crate::machine::{AcquireOptions, LockMachine};
 use crate::status::{LockStatus, StatusRead, StatusStep};
 use crate::{
-    holder_id, Backend, Error, FencingToken, Instant, LockConfig, LockName, LossReason, Nonce, OwnerId, ReleaseId,
-    RequestId, Ticket,
+    holder_id, Backend, Error, FencingToken, Instant, LockConfig, LockMode, LockName, LossReason, Nonce, OwnerId,
+    ReleaseId, RequestId, Ticket,
 };
 
 /// Names one status read of a table ([`LockTable::read_status`]).
@@ -28,8 +28,8 @@ pub struct StatusId(pub u64);
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Output {
-    /// Deliver to the application: `event` of the lock `name`.
-    Event { name: LockName, event: Event },
+    /// Deliver to the application: `event` of the lock `name` in `mode`.
+    Event { name: LockName, mode: LockMode, event: Event },
     /// The answer to the status read `id`.
     Status { id: StatusId, result: Result<LockStatus, Error> },
     /// Send this, in order after the commands polled before it, and later
@@ -40,12 +40,29 @@ pub enum Output {
     Timeout(Instant),
 }
 
+/// Which machine of the table: a name in one mode. A mutex and the write
+/// half of a read-write lock have one machine per name; the read half has
+/// one per name and owner, since readers of one client hold at once and
+/// each owner has its own server record (Redisson's field, Curator's node).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Key {
+    name: String,
+    mode: LockMode,
+    reader: Option<OwnerId>,
+}
+
+impl Key {
+    fn new(name: &str, mode: LockMode, owner: OwnerId) -> Self {
+        Key { name: name.to_owned(), mode, reader: (mode == LockMode::Read).then_some(owner) }
+    }
+}
+
 /// Where the reply to a request goes.
 #[derive(Debug)]
 enum Route {
     /// To the machine of this lock, as its own request id.
     Lock {
-        name: String,
+        key: Key,
         local: RequestId,
     },
     Status(StatusId),
@@ -64,26 +81,28 @@ pub struct LockTable {
     /// The template of new machines (backend, default lease, session timeout).
     config: LockConfig,
     client_id: Nonce,
-    locks: HashMap<String, Entry>,
+    locks: HashMap<Key, Entry>,
     next_request: u64,
     next_ticket: u64,
     next_release: u64,
     next_status: u64,
+    /// Which machine each pending acquire is in (a cancel names only the ticket).
+    tickets: HashMap<Ticket, Key>,
     routes: HashMap<RequestId, Route>,
     /// Live ZooKeeper watches: the table's id of the command that set each,
     /// and the machine's own id of it (a fired watch is reported with it).
-    watches: HashMap<RequestId, (String, RequestId)>,
-    watch_ids: HashMap<(String, RequestId), RequestId>,
+    watches: HashMap<RequestId, (Key, RequestId)>,
+    watch_ids: HashMap<(Key, RequestId), RequestId>,
     /// Redis: each subscribed channel's locks, and how many of each one's
     /// claims listen with `SUBSCRIBE` and with `SSUBSCRIBE` (by
     /// [`listener_kind`]). Redisson's channel is shared: by a lock's claims,
     /// and by names Redisson's naming rule maps to one channel (`abc` and
     /// `{abc}`). The server keeps one subscription per connection, so only
     /// the first subscribe and the last unsubscribe of each go out.
-    channels: HashMap<String, HashMap<String, [u32; 2]>>,
+    channels: HashMap<String, HashMap<Key, [u32; 2]>>,
     statuses: HashMap<StatusId, StatusRead>,
     /// Every machine's next deadline.
-    timers: BTreeSet<(Instant, String)>,
+    timers: BTreeSet<(Instant, Key)>,
     /// The instant last given as [`Output::Timeout`], until it is handled.
     announced: Option<Instant>,
     events: VecDeque<Output>,
@@ -109,6 +128,7 @@ impl LockTable {
             next_ticket: 0,
             next_release: 0,
             next_status: 0,
+            tickets: HashMap::new(),
             routes: HashMap::new(),
             watches: HashMap::new(),
             watch_ids: HashMap::new(),
@@ -145,20 +165,20 @@ impl LockTable {
 
     // ---- queries ---------------------------------------------------------
 
-    /// `owner`'s current grant of `name`: its hold count and fencing token.
-    pub fn hold(&self, name: &str, owner: OwnerId) -> Option<(u32, FencingToken)> {
-        let (o, count, token) = self.locks.get(name)?.machine.holder()?;
+    /// `owner`'s current grant of `name` in `mode`: its hold count and fencing token.
+    pub fn hold(&self, name: &str, mode: LockMode, owner: OwnerId) -> Option<(u32, FencingToken)> {
+        let (o, count, token) = self.locks.get(&Key::new(name, mode, owner))?.machine.holder()?;
         (o == owner).then_some((count, token))
     }
 
-    /// Is `name` held by anyone of this client?
+    /// Is `name` held by anyone of this client, in any mode?
     pub fn is_held_here(&self, name: &str) -> bool {
-        self.locks.get(name).is_some_and(|e| e.machine.holder().is_some())
+        self.locks.iter().any(|(k, e)| k.name == name && e.machine.holder().is_some())
     }
 
-    /// Why `owner`'s newest lost, not yet released grant of `name` was lost.
-    pub fn unreleased_loss(&self, name: &str, owner: OwnerId) -> Option<LossReason> {
-        self.locks.get(name)?.machine.unreleased_loss(owner)
+    /// Why `owner`'s newest lost, not yet released grant of `name` in `mode` was lost.
+    pub fn unreleased_loss(&self, name: &str, mode: LockMode, owner: OwnerId) -> Option<LossReason> {
+        self.locks.get(&Key::new(name, mode, owner))?.machine.unreleased_loss(owner)
     }
 
     /// True while anything is on its way to or from the server (a claim
@@ -179,13 +199,18 @@ impl LockTable {
 
     // ---- application inputs ---------------------------------------------
 
-    /// Asks for `name` on behalf of `owner` (see [`LockMachine::acquire`]).
-    /// The outcome comes as an [`Event::Granted`] or [`Event::Failed`] with
-    /// the returned ticket, unique in this table.
+    /// Asks for `name` in `mode` on behalf of `owner` (see
+    /// [`LockMachine::acquire`]). The outcome comes as an [`Event::Granted`]
+    /// or [`Event::Failed`] with the returned ticket, unique in this table.
+    ///
+    /// Read-write locks: a write acquire by an owner that holds (or waits
+    /// for) the read half is refused at once with [`Error::UpgradeRefused`];
+    /// a read acquire by the writer is a downgrade, granted beside its write hold.
     pub fn acquire(
         &mut self,
         now: Instant,
         name: &LockName,
+        mode: LockMode,
         owner: OwnerId,
         opts: AcquireOptions,
         nonce: Nonce,
@@ -193,60 +218,81 @@ impl LockTable {
         if self.closed {
             return Err(Error::Closed);
         }
-        if !self.locks.contains_key(name.as_str()) {
-            let mut machine = LockMachine::new(self.config.clone(), name.clone(), self.client_id)?;
+        let key = Key::new(name.as_str(), mode, owner);
+        if mode == LockMode::Write {
+            let reader = Key::new(name.as_str(), LockMode::Read, owner);
+            if self.locks.get(&reader).is_some_and(|e| e.machine.holder().is_some() || e.machine.waiting() > 0) {
+                return Err(Error::UpgradeRefused);
+            }
+        }
+        // A downgrade: the read claim starts beside the owner's write hold
+        // (ZooKeeper names its read node after the writer's, as Curator does).
+        let beside_write = match mode {
+            LockMode::Read => {
+                let writer = Key::new(name.as_str(), LockMode::Write, owner);
+                self.locks.get(&writer).and_then(|e| e.machine.held_record(owner))
+            }
+            _ => None,
+        };
+        if !self.locks.contains_key(&key) {
+            let mut machine = LockMachine::with_mode(self.config.clone(), name.clone(), mode, self.client_id)?;
             if let Some(down) = self.down_since {
                 // A fresh machine has nothing to say about it: no output.
                 machine.handle_connection(down, ConnectionEvent::Disconnected);
             }
-            self.locks.insert(name.as_str().to_owned(), Entry { machine, armed: None });
+            self.locks.insert(key.clone(), Entry { machine, armed: None });
         }
         let ticket = Ticket(self.next_ticket + 1);
-        let entry = self.locks.get_mut(name.as_str()).expect("inserted above");
-        let result = entry.machine.acquire_as(ticket, now, owner, opts, nonce);
+        let entry = self.locks.get_mut(&key).expect("inserted above");
+        let result = entry.machine.acquire_as(ticket, now, owner, opts, nonce, beside_write);
         if result.is_ok() {
             self.next_ticket += 1;
+            // Until its Granted or Failed event comes out (see `collect`).
+            self.tickets.insert(ticket, key.clone());
         }
-        self.collect(name.as_str());
+        self.collect(&key);
         result.map(|()| ticket)
     }
 
-    /// Withdraws the pending acquire `ticket` of `name`; whatever it put on
-    /// the server is removed in the background and no event follows. False
-    /// if it is not waiting (already granted or failed).
-    pub fn cancel(&mut self, now: Instant, name: &str, ticket: Ticket) -> bool {
-        let Some(entry) = self.locks.get_mut(name) else { return false };
+    /// Withdraws the pending acquire `ticket`; whatever it put on the
+    /// server is removed in the background and no event follows. False if
+    /// it is not waiting (already granted or failed).
+    pub fn cancel(&mut self, now: Instant, ticket: Ticket) -> bool {
+        let Some(key) = self.tickets.remove(&ticket) else { return false };
+        let Some(entry) = self.locks.get_mut(&key) else { return false };
         let cancelled = entry.machine.cancel(now, ticket);
-        self.collect(name);
+        self.collect(&key);
         cancelled
     }
 
-    /// Ends one hold of `owner`'s grant of `name` (of the grant with fencing
-    /// token `token`, if given: what a guard releases). See
+    /// Ends one hold of `owner`'s grant of `name` in `mode` (of the grant
+    /// with fencing token `token`, if given: what a guard releases). See
     /// [`LockMachine::release_hold`]; the [`ReleaseId`] is unique in this table.
     pub fn release(
         &mut self,
         now: Instant,
         name: &str,
+        mode: LockMode,
         owner: OwnerId,
         token: Option<FencingToken>,
     ) -> Result<ReleaseProgress, Error> {
-        let Some(entry) = self.locks.get_mut(name) else { return Err(Error::NotHeld) };
+        let key = Key::new(name, mode, owner);
+        let Some(entry) = self.locks.get_mut(&key) else { return Err(Error::NotHeld) };
         let id = ReleaseId(self.next_release + 1);
         let result = entry.machine.release_hold_as(id, now, owner, token);
         if result == Ok(ReleaseProgress::Releasing(id)) {
             self.next_release += 1;
         }
-        self.collect(name);
+        self.collect(&key);
         result
     }
 
     /// An [`Event::Granted`] that nobody took (its caller went away between
     /// asking and the grant): the table gives the hold back, so no lock is
     /// left held by nobody.
-    pub fn grant_unwanted(&mut self, now: Instant, name: &str, owner: OwnerId, token: FencingToken) {
+    pub fn grant_unwanted(&mut self, now: Instant, name: &str, mode: LockMode, owner: OwnerId, token: FencingToken) {
         // NotHeld: the grant was lost or closed meanwhile; nothing to give back.
-        let _ = self.release(now, name, owner, Some(token));
+        let _ = self.release(now, name, mode, owner, Some(token));
     }
 
     /// Closes every lock: waiters fail with [`Error::Closed`], each holder
@@ -254,11 +300,11 @@ impl LockTable {
     /// with `Closed`; cleanup runs on until [`Self::has_server_work`] is false.
     pub fn close(&mut self, now: Instant) {
         self.closed = true;
-        for name in self.lock_names() {
-            if let Some(e) = self.locks.get_mut(&name) {
+        for key in self.lock_keys() {
+            if let Some(e) = self.locks.get_mut(&key) {
                 e.machine.close(now);
             }
-            self.collect(&name);
+            self.collect(&key);
         }
     }
 
@@ -287,7 +333,7 @@ impl LockTable {
     /// The reply to command `id`. Replies nobody waits for any more are dropped.
     pub fn handle_reply(&mut self, now: Instant, id: RequestId, reply: Reply) {
         match self.routes.remove(&id) {
-            Some(Route::Lock { name, local }) => {
+            Some(Route::Lock { key, local }) => {
                 if let Some((watched, local_watch)) = self.watches.get(&id).cloned() {
                     if !matches!(reply, Reply::Stat { .. }) {
                         // The watch was not set: nothing will fire for it.
@@ -295,9 +341,9 @@ impl LockTable {
                         self.watch_ids.remove(&(watched, local_watch));
                     }
                 }
-                if let Some(e) = self.locks.get_mut(&name) {
+                if let Some(e) = self.locks.get_mut(&key) {
                     e.machine.handle_reply(now, local, reply);
-                    self.collect(&name);
+                    self.collect(&key);
                 }
             }
             Some(Route::Status(sid)) => self.status_reply(sid, reply),
@@ -307,42 +353,42 @@ impl LockTable {
 
     /// The lock and the machine's own id of the watch the table's command
     /// `id` set, which has fired: it is forgotten.
-    fn fired_watch(&mut self, id: RequestId) -> Option<(String, RequestId)> {
-        let (name, local) = self.watches.remove(&id)?;
-        self.watch_ids.remove(&(name.clone(), local));
-        Some((name, local))
+    fn fired_watch(&mut self, id: RequestId) -> Option<(Key, RequestId)> {
+        let (key, local) = self.watches.remove(&id)?;
+        self.watch_ids.remove(&(key.clone(), local));
+        Some((key, local))
     }
 
     /// A pub/sub message (routed by its channel) or a fired watch (by the
     /// id of the command that set it).
     pub fn handle_notification(&mut self, now: Instant, n: Notification) {
-        let (name, n) = match n {
+        let (key, n) = match n {
             Notification::Message { channel, payload } => {
-                let Some(names) = self.channels.get(&channel) else { return };
-                let mut names: Vec<String> = names.keys().cloned().collect();
-                let Some(last) = names.pop() else { return };
-                for name in names {
+                let Some(keys) = self.channels.get(&channel) else { return };
+                let mut keys: Vec<Key> = keys.keys().cloned().collect();
+                let Some(last) = keys.pop() else { return };
+                for key in keys {
                     let n = Notification::Message { channel: channel.clone(), payload: payload.clone() };
-                    self.notify(now, &name, n);
+                    self.notify(now, &key, n);
                 }
                 (last, Notification::Message { channel, payload })
             }
             Notification::WatchFired { id } => {
-                let Some((name, local)) = self.fired_watch(id) else { return };
-                (name, Notification::WatchFired { id: local })
+                let Some((key, local)) = self.fired_watch(id) else { return };
+                (key, Notification::WatchFired { id: local })
             }
             Notification::NodeDeleted { id } => {
-                let Some((name, local)) = self.fired_watch(id) else { return };
-                (name, Notification::NodeDeleted { id: local })
+                let Some((key, local)) = self.fired_watch(id) else { return };
+                (key, Notification::NodeDeleted { id: local })
             }
         };
-        self.notify(now, &name, n);
+        self.notify(now, &key, n);
     }
 
-    fn notify(&mut self, now: Instant, name: &str, n: Notification) {
-        if let Some(e) = self.locks.get_mut(name) {
+    fn notify(&mut self, now: Instant, key: &Key, n: Notification) {
+        if let Some(e) = self.locks.get_mut(key) {
             e.machine.handle_notification(now, n);
-            self.collect(name);
+            self.collect(key);
         }
     }
 
@@ -353,11 +399,11 @@ impl LockTable {
             ConnectionEvent::Connected => None,
             _ => self.down_since,
         };
-        for name in self.lock_names() {
-            if let Some(e) = self.locks.get_mut(&name) {
+        for key in self.lock_keys() {
+            if let Some(e) = self.locks.get_mut(&key) {
                 e.machine.handle_connection(now, ev);
             }
-            self.collect(&name);
+            self.collect(&key);
         }
     }
 
@@ -365,16 +411,16 @@ impl LockTable {
     /// harmless; afterwards the next deadline is announced again.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.announced = None;
-        while let Some((at, name)) = self.timers.first().cloned() {
+        while let Some((at, key)) = self.timers.first().cloned() {
             if at > now {
                 break;
             }
             self.timers.pop_first();
-            if let Some(e) = self.locks.get_mut(&name) {
+            if let Some(e) = self.locks.get_mut(&key) {
                 e.armed = None;
                 e.machine.handle_timeout(now);
             }
-            self.collect(&name);
+            self.collect(&key);
         }
     }
 
@@ -402,18 +448,21 @@ impl LockTable {
 
     // ---- internals -------------------------------------------------------
 
-    fn lock_names(&self) -> Vec<String> {
+    fn lock_keys(&self) -> Vec<Key> {
         self.locks.keys().cloned().collect()
     }
 
-    /// Moves what machine `name` produced into the table's queues (events
+    /// Moves what machine `key` produced into the table's queues (events
     /// before commands, as the drive contract wants), re-arms its timer,
     /// and drops it if it is idle.
-    fn collect(&mut self, name: &str) {
-        let Some(entry) = self.locks.get_mut(name) else { return };
+    fn collect(&mut self, key: &Key) {
+        let Some(entry) = self.locks.get_mut(key) else { return };
         let mut produced = Vec::new();
         while let Some(event) = entry.machine.poll_event() {
-            self.events.push_back(Output::Event { name: entry.machine.name().clone(), event });
+            if let Event::Granted { ticket, .. } | Event::Failed { ticket, .. } = &event {
+                self.tickets.remove(ticket);
+            }
+            self.events.push_back(Output::Event { name: entry.machine.name().clone(), mode: key.mode, event });
         }
         while let Some(cmd) = entry.machine.poll_command() {
             produced.push(cmd);
@@ -423,30 +472,30 @@ impl LockTable {
         let armed = std::mem::replace(&mut entry.armed, next);
         if armed != next {
             if let Some(old) = armed {
-                self.timers.remove(&(old, name.to_owned()));
+                self.timers.remove(&(old, key.clone()));
             }
             if let Some(at) = next {
-                self.timers.insert((at, name.to_owned()));
+                self.timers.insert((at, key.clone()));
             }
         }
         for cmd in produced {
-            self.route_command(name, cmd);
+            self.route_command(key, cmd);
         }
         if idle {
-            self.drop_lock(name);
+            self.drop_lock(key);
         }
     }
 
     /// Gives a machine's command a table-wide id and notes what its reply
     /// and any later notification belong to.
-    fn route_command(&mut self, name: &str, cmd: Command) {
+    fn route_command(&mut self, key: &Key, cmd: Command) {
         let Command { id: local, op } = cmd;
         let op = match op {
             Op::Redis(op @ (RedisOp::Subscribe { .. } | RedisOp::ShardSubscribe { .. })) => {
                 let (channel, kind) = listener_kind(&op);
                 let names = self.channels.entry(channel.to_owned()).or_default();
                 let listening: u32 = names.values().map(|n| n[kind]).sum();
-                names.entry(name.to_owned()).or_default()[kind] += 1;
+                names.entry(key.clone()).or_default()[kind] += 1;
                 if listening > 0 {
                     // Subscribed (or asked) already on this connection. No
                     // claim waits for the reply of a channel it shares.
@@ -457,10 +506,10 @@ impl LockTable {
             Op::Redis(op @ (RedisOp::Unsubscribe { .. } | RedisOp::ShardUnsubscribe { .. })) => {
                 let (channel, kind) = listener_kind(&op);
                 if let Some(names) = self.channels.get_mut(channel) {
-                    if let Some(n) = names.get_mut(name) {
+                    if let Some(n) = names.get_mut(key) {
                         n[kind] = n[kind].saturating_sub(1);
                         if *n == [0; 2] {
-                            names.remove(name);
+                            names.remove(key);
                         }
                     }
                     let listening: u32 = names.values().map(|n| n[kind]).sum();
@@ -475,7 +524,7 @@ impl LockTable {
                 Op::Redis(op)
             }
             Op::ZooKeeper(ZkOp::Unwatch { watch }) => {
-                let Some(global) = self.watch_ids.remove(&(name.to_owned(), watch)) else {
+                let Some(global) = self.watch_ids.remove(&(key.clone(), watch)) else {
                     // Already fired or never set: nothing to drop. No claim
                     // waits for an unwatch's reply, so none is owed.
                     return;
@@ -486,10 +535,10 @@ impl LockTable {
             op => op,
         };
         let watch = matches!(op, Op::ZooKeeper(ZkOp::Stat { watch: true, .. }));
-        let id = self.send(Route::Lock { name: name.to_owned(), local }, op);
+        let id = self.send(Route::Lock { key: key.clone(), local }, op);
         if watch {
-            self.watches.insert(id, (name.to_owned(), local));
-            self.watch_ids.insert((name.to_owned(), local), id);
+            self.watches.insert(id, (key.clone(), local));
+            self.watch_ids.insert((key.clone(), local), id);
         }
     }
 
@@ -501,18 +550,18 @@ impl LockTable {
         id
     }
 
-    fn drop_lock(&mut self, name: &str) {
-        let Some(entry) = self.locks.remove(name) else { return };
+    fn drop_lock(&mut self, key: &Key) {
+        let Some(entry) = self.locks.remove(key) else { return };
         if let Some(at) = entry.armed {
-            self.timers.remove(&(at, name.to_owned()));
+            self.timers.remove(&(at, key.clone()));
         }
         if !self.channels.is_empty() {
             self.channels.retain(|_, names| {
-                names.remove(name);
+                names.remove(key);
                 !names.is_empty()
             });
         }
-        let stale: Vec<RequestId> = self.watches.iter().filter(|(_, (n, _))| n == name).map(|(id, _)| *id).collect();
+        let stale: Vec<RequestId> = self.watches.iter().filter(|(_, (k, _))| k == key).map(|(id, _)| *id).collect();
         for id in stale {
             // Its claims ended without dropping the watch: let the driver drop it.
             if let Some((n, local)) = self.watches.remove(&id) {
@@ -525,7 +574,7 @@ impl LockTable {
             });
         }
         if !self.routes.is_empty() {
-            self.routes.retain(|_, r| !matches!(r, Route::Lock { name: n, .. } if n == name));
+            self.routes.retain(|_, r| !matches!(r, Route::Lock { key: k, .. } if k == key));
         }
     }
 

@@ -198,7 +198,8 @@ fn waiters_of_one_client_share_one_subscription_to_a_redisson_channel() {
     let mut acquires = Vec::new();
     for (i, name) in ["abc", "{abc}"].into_iter().enumerate() {
         let name = LockName::new(name).unwrap();
-        t.acquire(at(0), &name, OwnerId(1), AcquireOptions::default(), Nonce(i as u128 + 2)).unwrap();
+        t.acquire(at(0), &name, LockMode::Exclusive, OwnerId(1), AcquireOptions::default(), Nonce(i as u128 + 2))
+            .unwrap();
         let first = table_commands(&mut t);
         let [first] = first.as_slice() else { panic!("{first:?}") };
         t.handle_reply(at(1), first.id, busy());

@@ -29,7 +29,7 @@ fn commands(outs: &[Output]) -> Vec<Command> {
 fn events(outs: &[Output]) -> Vec<(String, Event)> {
     outs.iter()
         .filter_map(|o| match o {
-            Output::Event { name, event } => Some((name.as_str().to_owned(), event.clone())),
+            Output::Event { name, event, .. } => Some((name.as_str().to_owned(), event.clone())),
             _ => None,
         })
         .collect()
@@ -66,7 +66,7 @@ fn is_waiter_channel(channel: &str) -> bool {
 /// ticket and the waiter channel from the Subscribe that follows, answered,
 /// and the id of the acquire sent after it (still unanswered).
 fn queue_behind_redis(t: &mut LockTable, n: &LockName, nonce: u128) -> (Ticket, String, RequestId) {
-    let ticket = t.acquire(T0, n, OWNER, AcquireOptions::default(), Nonce(nonce)).unwrap();
+    let ticket = t.acquire(T0, n, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(nonce)).unwrap();
     let first = only_command(&drain(t));
     assert_eq!(script(&first), "polylock_acquire");
     t.handle_reply(T0, first.id, busy());
@@ -87,8 +87,8 @@ fn queue_behind_redis(t: &mut LockTable, n: &LockName, nonce: u128) -> (Ticket, 
 fn redis_grants_reach_the_right_name_across_crossed_replies_and_handoffs() {
     let mut t = table(Backend::Redis);
     let (a, b) = (name("orders/a"), name("orders/b"));
-    let ta = t.acquire(T0, &a, OWNER, AcquireOptions::default(), Nonce(2)).unwrap();
-    let tb = t.acquire(T0, &b, OWNER, AcquireOptions::default(), Nonce(3)).unwrap();
+    let ta = t.acquire(T0, &a, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(2)).unwrap();
+    let tb = t.acquire(T0, &b, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(3)).unwrap();
     assert_ne!(ta, tb, "tickets are table-wide");
     let outs = drain(&mut t);
     let cmds = commands(&outs);
@@ -132,14 +132,14 @@ fn redis_grants_reach_the_right_name_across_crossed_replies_and_handoffs() {
             (a.as_str().to_owned(), Event::Granted { ticket: ta, owner: OWNER, token: FencingToken(40), reentry: 0 }),
         ]
     );
-    assert_eq!(t.hold(a.as_str(), OWNER), Some((1, FencingToken(40))));
-    assert_eq!(t.hold(b.as_str(), OWNER), Some((1, FencingToken(41))));
+    assert_eq!(t.hold(a.as_str(), LockMode::Exclusive, OWNER), Some((1, FencingToken(40))));
+    assert_eq!(t.hold(b.as_str(), LockMode::Exclusive, OWNER), Some((1, FencingToken(41))));
 }
 
 /// Acquires `n` on ZooKeeper as the second contender; returns the ticket
 /// our node's name and the id of the Stat that watches the predecessor.
 fn queue_behind_zk(t: &mut LockTable, n: &LockName, nonce: u128, czxid: i64) -> (Ticket, String, RequestId) {
-    let ticket = t.acquire(T0, n, OWNER, AcquireOptions::default(), Nonce(nonce)).unwrap();
+    let ticket = t.acquire(T0, n, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(nonce)).unwrap();
     let cmds = commands(&drain(t));
     let [create, list] = cmds.as_slice() else { panic!("{cmds:?}") };
     let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
@@ -218,14 +218,17 @@ fn per_acquire_leases_on_two_handles_of_one_name() {
         (OwnerId(3), None, ("30000", "45000")),
     ] {
         let opts = AcquireOptions { lease, ..Default::default() };
-        t.acquire(T0, &n, owner, opts, Nonce(u128::from(owner.0) + 100)).unwrap();
+        t.acquire(T0, &n, LockMode::Exclusive, owner, opts, Nonce(u128::from(owner.0) + 100)).unwrap();
         let cmd = only_command(&drain(&mut t));
         let (l, ttl) = acquire_terms(&cmd);
         assert_eq!((l.as_str(), ttl.as_str()), want, "owner {owner:?}");
         token += 1;
         t.handle_reply(T0, cmd.id, granted(token));
         let _ = drain(&mut t);
-        assert!(matches!(t.release(T0, n.as_str(), owner, None), Ok(ReleaseProgress::Releasing(_))));
+        assert!(matches!(
+            t.release(T0, n.as_str(), LockMode::Exclusive, owner, None),
+            Ok(ReleaseProgress::Releasing(_))
+        ));
         let leave = only_command(&drain(&mut t));
         assert_eq!(script(&leave), "polylock_leave");
         t.handle_reply(T0, leave.id, Reply::Redis(RedisValue::Int(1)));
@@ -311,12 +314,12 @@ fn zookeeper_status_lists_reads_the_first_and_lists_again_on_no_node() {
 fn idle_machines_are_dropped() {
     let mut t = table(Backend::Redis);
     let n = name("orders/42");
-    t.acquire(T0, &n, OWNER, AcquireOptions::default(), Nonce(2)).unwrap();
+    t.acquire(T0, &n, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(2)).unwrap();
     assert_eq!(t.lock_count(), 1);
     let cmd = only_command(&drain(&mut t));
     t.handle_reply(T0, cmd.id, granted(5));
     let _ = drain(&mut t);
-    let _ = t.release(T0, n.as_str(), OWNER, None).unwrap();
+    let _ = t.release(T0, n.as_str(), LockMode::Exclusive, OWNER, None).unwrap();
     let leave = only_command(&drain(&mut t));
     assert_eq!(t.lock_count(), 1, "the release is in flight");
     t.handle_reply(T0, leave.id, Reply::Redis(RedisValue::Int(1)));
@@ -326,7 +329,7 @@ fn idle_machines_are_dropped() {
 
     // Cancelled while queued: dropped once its queue entry is gone.
     let (ticket, _, pending) = queue_behind_redis(&mut t, &n, 3);
-    assert!(t.cancel(T0, n.as_str(), ticket));
+    assert!(t.cancel(T0, ticket));
     let cleanup = commands(&drain(&mut t));
     assert_eq!(t.lock_count(), 1, "cleanup still runs: {cleanup:?}");
     t.handle_reply(T0, pending, busy());
@@ -351,20 +354,20 @@ fn a_reply_for_a_dropped_machine_is_ignored() {
     // No-wait acquire refused as busy: the machine is done and dropped,
     // but a duplicate of its command's reply will still come.
     let opts = AcquireOptions { no_wait: true, ..Default::default() };
-    t.acquire(T0, &n, OWNER, opts, Nonce(2)).unwrap();
+    t.acquire(T0, &n, LockMode::Exclusive, OWNER, opts, Nonce(2)).unwrap();
     let old = only_command(&drain(&mut t));
     t.handle_reply(T0, old.id, busy());
     let outs = drain(&mut t);
     assert!(matches!(events(&outs).as_slice(), [(_, Event::Failed { error: Error::WouldBlock, .. })]), "{outs:?}");
     assert_eq!(t.lock_count(), 0);
 
-    let ticket = t.acquire(T0, &n, OWNER, AcquireOptions::default(), Nonce(3)).unwrap();
+    let ticket = t.acquire(T0, &n, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(3)).unwrap();
     let new = only_command(&drain(&mut t));
     assert_ne!(new.id, old.id);
     // The stale reply says "granted": it must not grant the new machine.
     t.handle_reply(T0, old.id, granted(99));
     assert!(drain(&mut t).is_empty(), "a stale reply reached the new machine");
-    assert_eq!(t.hold(n.as_str(), OWNER), None);
+    assert_eq!(t.hold(n.as_str(), LockMode::Exclusive, OWNER), None);
     t.handle_reply(T0, new.id, granted(100));
     let evs = events(&drain(&mut t));
     assert_eq!(
@@ -375,7 +378,7 @@ fn a_reply_for_a_dropped_machine_is_ignored() {
 
 /// Holds `n` on ZooKeeper (the only contender); returns the token.
 fn hold_zk(t: &mut LockTable, n: &LockName, nonce: u128, czxid: i64) {
-    t.acquire(T0, n, OWNER, AcquireOptions::default(), Nonce(nonce)).unwrap();
+    t.acquire(T0, n, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(nonce)).unwrap();
     let cmds = commands(&drain(t));
     let [create, list] = cmds.as_slice() else { panic!("{cmds:?}") };
     let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
@@ -431,19 +434,19 @@ fn timeouts(outs: &[Output]) -> Vec<Instant> {
 fn a_later_deadline_is_not_announced() {
     let mut t = table(Backend::Redis);
     let (a, b) = (name("orders/a"), name("orders/b"));
-    t.acquire(T0, &a, OWNER, AcquireOptions::default(), Nonce(2)).unwrap();
+    t.acquire(T0, &a, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(2)).unwrap();
     let ca = only_command(&drain(&mut t));
     t.handle_reply(T0, ca.id, granted(5));
     let first = timeouts(&drain(&mut t));
     assert_eq!(first.len(), 1, "{first:?}");
     let later = T0.saturating_add(Duration::from_millis(500));
-    t.acquire(later, &b, OWNER, AcquireOptions::default(), Nonce(3)).unwrap();
+    t.acquire(later, &b, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(3)).unwrap();
     let cb = only_command(&drain(&mut t));
     t.handle_reply(later, cb.id, granted(6));
     let outs = drain(&mut t);
     assert!(timeouts(&outs).is_empty(), "a later deadline was announced: {outs:?}");
     // A is released: its renewal goes; B's, later, is still not announced.
-    let _ = t.release(later, a.as_str(), OWNER, None).unwrap();
+    let _ = t.release(later, a.as_str(), LockMode::Exclusive, OWNER, None).unwrap();
     let outs = drain(&mut t);
     assert!(timeouts(&outs).is_empty(), "a later deadline was announced: {outs:?}");
     let leave = only_command(&outs);
@@ -467,14 +470,14 @@ fn a_later_deadline_is_not_announced() {
 fn an_unwanted_grant_is_given_back() {
     let mut t = table(Backend::Redis);
     let n = name("orders/42");
-    t.acquire(T0, &n, OWNER, AcquireOptions::default(), Nonce(2)).unwrap();
+    t.acquire(T0, &n, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(2)).unwrap();
     let cmd = only_command(&drain(&mut t));
     t.handle_reply(T0, cmd.id, granted(5));
     let _ = drain(&mut t);
-    t.grant_unwanted(T0, n.as_str(), OWNER, FencingToken(5));
+    t.grant_unwanted(T0, n.as_str(), LockMode::Exclusive, OWNER, FencingToken(5));
     let leave = only_command(&drain(&mut t));
     assert_eq!(script(&leave), "polylock_leave");
-    assert_eq!(t.hold(n.as_str(), OWNER), None);
+    assert_eq!(t.hold(n.as_str(), LockMode::Exclusive, OWNER), None);
 }
 
 /// `close` tells every holder `Lost(Closed)` before any release is polled.
@@ -483,7 +486,7 @@ fn close_tells_each_holder_before_its_release_goes_out() {
     let mut t = table(Backend::Redis);
     let (a, b) = (name("orders/a"), name("orders/b"));
     for (n, token, nonce) in [(&a, 5, 2), (&b, 6, 3)] {
-        t.acquire(T0, n, OWNER, AcquireOptions::default(), Nonce(nonce)).unwrap();
+        t.acquire(T0, n, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(nonce)).unwrap();
         let cmd = only_command(&drain(&mut t));
         t.handle_reply(T0, cmd.id, granted(token));
         let _ = drain(&mut t);
@@ -501,7 +504,7 @@ fn close_tells_each_holder_before_its_release_goes_out() {
         "a release was polled before its holder was told: {outs:?}"
     );
     assert!(commands(&outs).iter().all(|c| script(c) == "polylock_leave"), "{outs:?}");
-    assert_eq!(t.acquire(T0, &a, OWNER, AcquireOptions::default(), Nonce(9)), Err(Error::Closed));
+    assert_eq!(t.acquire(T0, &a, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(9)), Err(Error::Closed));
 }
 
 /// A lock first used while the connection is down (its machine made after
@@ -516,7 +519,7 @@ fn a_lock_first_used_while_disconnected_counts_its_loss_from_the_disconnection()
     let (a, b) = (name("/orders/a"), name("/orders/b"));
     // A is used once and dropped, so the table has no machine when the connection goes.
     hold_zk(&mut t, &a, 2, 50);
-    let _ = t.release(T0, a.as_str(), OWNER, None).unwrap();
+    let _ = t.release(T0, a.as_str(), LockMode::Exclusive, OWNER, None).unwrap();
     for c in commands(&drain(&mut t)) {
         t.handle_reply(T0, c.id, Reply::Done);
     }
@@ -526,7 +529,7 @@ fn a_lock_first_used_while_disconnected_counts_its_loss_from_the_disconnection()
     // B is granted by replies that were on their way (or came over a
     // reconnection not yet reported): the connection is still down.
     let later = T0.saturating_add(Duration::from_millis(10));
-    t.acquire(later, &b, OWNER, AcquireOptions::default(), Nonce(3)).unwrap();
+    t.acquire(later, &b, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(3)).unwrap();
     let cmds = commands(&drain(&mut t));
     let [create, list] = cmds.as_slice() else { panic!("{cmds:?}") };
     let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
@@ -565,7 +568,7 @@ fn a_late_reply_to_a_dropped_machine_never_reaches_its_successor() {
     let unsubs = commands(&outs);
     assert!(unsubs.iter().all(|c| matches!(c.op, Op::Redis(RedisOp::Unsubscribe { .. }))), "{unsubs:?}");
     let unsub = unsubs[0].clone();
-    let _ = t.release(T0, n.as_str(), OWNER, None).unwrap();
+    let _ = t.release(T0, n.as_str(), LockMode::Exclusive, OWNER, None).unwrap();
     let leave = only_command(&drain(&mut t));
     t.handle_reply(T0, leave.id, Reply::Redis(RedisValue::Int(1)));
     let _ = drain(&mut t);

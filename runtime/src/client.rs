@@ -5,12 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use polylock_core::{Backend, LockConfig, LockName, LockStatus};
+use polylock_core::{Backend, LockConfig, LockMode, LockName, LockStatus};
 
 use crate::backend::{self, Transport};
 use crate::error::{Error, Result};
 use crate::executor::Executor;
-use crate::lock::Lock;
+use crate::lock::{Lock, RwLock};
 pub use crate::options::{ClientOptions, LockOptions};
 use crate::url::{self, Endpoint};
 
@@ -92,14 +92,34 @@ impl Client {
 
     /// A handle on the lock `name` with its own options.
     pub fn lock_with(&self, name: &str, opts: LockOptions) -> Result<Lock> {
+        let name = self.checked_name(name, &opts)?;
+        Ok(Lock::new(self.exec.clone(), name, LockMode::Exclusive, opts.lease))
+    }
+
+    /// A read-write lock `name` (Curator's `InterProcessReadWriteLock`
+    /// layout on ZooKeeper): `.read()` and `.write()` are its halves.
+    /// Validates the name; no I/O. Use a name either as a mutex or as a
+    /// read-write lock, not both: their server layouts differ.
+    pub fn rw_lock(&self, name: &str) -> Result<RwLock> {
+        self.rw_lock_with(name, LockOptions::default())
+    }
+
+    /// [`Self::rw_lock`] with its own options (both halves share them).
+    pub fn rw_lock_with(&self, name: &str, opts: LockOptions) -> Result<RwLock> {
+        let name = self.checked_name(name, &opts)?;
+        Ok(RwLock::new(self.exec.clone(), name, opts.lease))
+    }
+
+    /// The name, and the options checked now, so that a bad lease fails
+    /// here and not at the first acquire.
+    fn checked_name(&self, name: &str, opts: &LockOptions) -> Result<LockName> {
         let name = LockName::new(name).map_err(|e| Error::from_core(name, e))?;
         if let Some(lease) = opts.lease {
-            // Checked now, so a bad lease fails here and not at the first acquire.
             let mut cfg = LockConfig::new(self.backend);
             cfg.set_lease(lease);
             cfg.validate().map_err(|e| Error::from_core(name.as_str(), e))?;
         }
-        Ok(Lock::new(self.exec.clone(), name, opts.lease))
+        Ok(name)
     }
 
     /// Fault injection for tests (every binding's suite uses it): makes

@@ -46,6 +46,10 @@ pub enum Error {
     /// `LOADING ...`, `READONLY ...`, ZooKeeper `THROTTLEDOP ...`).
     #[error("lock {name:?}: the server is unavailable: {reply}")]
     Unavailable { name: String, reply: String },
+    /// A write acquire by an owner that holds the read half of the same
+    /// read-write lock: refused at once (it would wait for itself forever).
+    #[error("lock {0:?}: an owner holding the read lock cannot take the write lock")]
+    UpgradeRefused(String),
 }
 
 /// What kind of failure an [`Error`] is, with a stable code per kind. A
@@ -67,6 +71,7 @@ pub enum ErrorKind {
     Closed,
     Cancelled,
     Unavailable,
+    UpgradeRefused,
 }
 
 impl ErrorKind {
@@ -86,6 +91,7 @@ impl ErrorKind {
             ErrorKind::Closed => "closed",
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Unavailable => "unavailable",
+            ErrorKind::UpgradeRefused => "upgrade_refused",
         }
     }
 }
@@ -112,6 +118,7 @@ impl Error {
             Error::Closed => ErrorKind::Closed,
             Error::Cancelled => ErrorKind::Cancelled,
             Error::Unavailable { .. } => ErrorKind::Unavailable,
+            Error::UpgradeRefused(_) => ErrorKind::UpgradeRefused,
         }
     }
 
@@ -119,7 +126,9 @@ impl Error {
     /// an unavailable server name one.
     pub fn lock_name(&self) -> Option<&str> {
         match self {
-            Error::Timeout(name) | Error::WouldBlock(name) | Error::NotHeld(name) => Some(name),
+            Error::Timeout(name) | Error::WouldBlock(name) | Error::NotHeld(name) | Error::UpgradeRefused(name) => {
+                Some(name)
+            }
             Error::Lost { name, .. } | Error::Unavailable { name, .. } => Some(name),
             _ => None,
         }
@@ -184,6 +193,7 @@ impl Error {
             E::Protocol(m) => Error::Protocol(m),
             E::Closed => Error::Closed,
             E::Unavailable(reply) => Error::Unavailable { name: name.to_owned(), reply },
+            E::UpgradeRefused => Error::UpgradeRefused(name.to_owned()),
             other => Error::Protocol(other.to_string()),
         }
     }
@@ -225,6 +235,7 @@ mod tests {
             (Error::Closed, "closed", None, None, None),
             (Error::Cancelled, "cancelled", None, None, None),
             (Error::Unavailable { name: s("n"), reply: s("BUSY") }, "unavailable", Some("n"), None, None),
+            (Error::UpgradeRefused(s("n")), "upgrade_refused", Some("n"), None, None),
         ];
         for (e, code, name, addr, reason) in cases {
             assert_eq!(e.kind().as_str(), code, "{e:?}");

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use polylock_core::{
-    AcquireOptions, Event, FencingToken, Instant, LockConfig, LockName, LockStatus, LockTable, LossReason, Nonce,
-    Output, OwnerId, ReleaseId, ReleaseProgress, Reply, RequestId, StatusId, Ticket,
+    AcquireOptions, Event, FencingToken, Instant, LockConfig, LockMode, LockName, LockStatus, LockTable, LossReason,
+    Nonce, Output, OwnerId, ReleaseId, ReleaseProgress, Reply, RequestId, StatusId, Ticket,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -60,7 +60,7 @@ struct ExecutorState {
     releases: HashMap<ReleaseId, oneshot::Sender<()>>,
     statuses: HashMap<StatusId, oneshot::Sender<StatusResult>>,
     /// The loss signal of each owner's current grant of each lock.
-    holds: HashMap<(String, OwnerId), Arc<HoldState>>,
+    holds: HashMap<(String, LockMode, OwnerId), Arc<HoldState>>,
 }
 
 pub(crate) struct Executor {
@@ -139,12 +139,15 @@ impl Executor {
     pub(crate) fn acquire(
         self: &Arc<Self>,
         name: &LockName,
+        mode: LockMode,
         owner: OwnerId,
         opts: AcquireOptions,
     ) -> Result<(Ticket, oneshot::Receiver<GrantResult>, InFlight)> {
         let mut st = self.state();
-        let ticket =
-            st.table.acquire(self.now(), name, owner, opts, os_nonce()).map_err(|e| Error::from_core(name.as_str(), e));
+        let ticket = st
+            .table
+            .acquire(self.now(), name, mode, owner, opts, os_nonce())
+            .map_err(|e| Error::from_core(name.as_str(), e));
         let ticket = match ticket {
             Ok(t) => t,
             Err(e) => {
@@ -161,10 +164,10 @@ impl Executor {
     }
 
     /// Withdraws a pending acquire (its caller went away or gave up).
-    pub(crate) fn cancel(self: &Arc<Self>, name: &str, ticket: Ticket) {
+    pub(crate) fn cancel(self: &Arc<Self>, ticket: Ticket) {
         let mut st = self.state();
         st.acquires.remove(&ticket);
-        st.table.cancel(self.now(), name, ticket);
+        st.table.cancel(self.now(), ticket);
         let started = self.drain(&mut st);
         drop(st);
         self.run_in_background(started);
@@ -175,14 +178,15 @@ impl Executor {
     pub(crate) fn release(
         self: &Arc<Self>,
         name: &str,
+        mode: LockMode,
         owner: OwnerId,
         token: Option<FencingToken>,
     ) -> Result<(Option<oneshot::Receiver<()>>, InFlight)> {
         let mut st = self.state();
-        match st.table.release(self.now(), name, owner, token) {
+        match st.table.release(self.now(), name, mode, owner, token) {
             Ok(ReleaseProgress::StillHeld { .. }) => Ok((None, Vec::new())),
             Ok(ReleaseProgress::Releasing(id)) => {
-                st.holds.remove(&(name.to_owned(), owner));
+                st.holds.remove(&(name.to_owned(), mode, owner));
                 let (tx, rx) = oneshot::channel();
                 st.releases.insert(id, tx);
                 let started = self.drain(&mut st);
@@ -207,14 +211,14 @@ impl Executor {
         (rx, started)
     }
 
-    /// `owner`'s current grant of `name`: its hold count and fencing token.
-    pub(crate) fn hold(&self, name: &str, owner: OwnerId) -> Option<(u32, FencingToken)> {
-        self.state().table.hold(name, owner)
+    /// `owner`'s current grant of `name` in `mode`: its hold count and fencing token.
+    pub(crate) fn hold(&self, name: &str, mode: LockMode, owner: OwnerId) -> Option<(u32, FencingToken)> {
+        self.state().table.hold(name, mode, owner)
     }
 
-    /// Why `owner`'s newest lost, not yet released grant of `name` was lost.
-    pub(crate) fn unreleased_loss(&self, name: &str, owner: OwnerId) -> Option<LossReason> {
-        self.state().table.unreleased_loss(name, owner)
+    /// Why `owner`'s newest lost, not yet released grant of `name` in `mode` was lost.
+    pub(crate) fn unreleased_loss(&self, name: &str, mode: LockMode, owner: OwnerId) -> Option<LossReason> {
+        self.state().table.unreleased_loss(name, mode, owner)
     }
 
     /// Is `name` held by anyone in this client?
@@ -282,7 +286,7 @@ impl Executor {
         let mut started = Vec::new();
         while let Some(out) = st.table.poll_output() {
             match out {
-                Output::Event { name, event } => self.deliver(st, name, event),
+                Output::Event { name, mode, event } => self.deliver(st, name, mode, event),
                 Output::Status { id, result } => {
                     if let Some(tx) = st.statuses.remove(&id) {
                         let _ = tx.send(result);
@@ -300,10 +304,10 @@ impl Executor {
     }
 
     /// Hands an event to whoever waits for it.
-    fn deliver(&self, st: &mut ExecutorState, name: LockName, event: Event) {
+    fn deliver(&self, st: &mut ExecutorState, name: LockName, mode: LockMode, event: Event) {
         match event {
             Event::Granted { ticket, owner, token, reentry } => {
-                let key = (name.as_str().to_owned(), owner);
+                let key = (name.as_str().to_owned(), mode, owner);
                 let hold = st.holds.entry(key).or_insert_with(HoldState::new).clone();
                 let taken = match st.acquires.remove(&ticket) {
                     Some(tx) => tx.send(Ok(Grant { token, hold, reentry })).is_ok(),
@@ -311,9 +315,9 @@ impl Executor {
                 };
                 if !taken {
                     // The caller is gone: the table gives back what it would have held.
-                    st.table.grant_unwanted(self.now(), name.as_str(), owner, token);
-                    if st.table.hold(name.as_str(), owner).is_none() {
-                        st.holds.remove(&(name.as_str().to_owned(), owner));
+                    st.table.grant_unwanted(self.now(), name.as_str(), mode, owner, token);
+                    if st.table.hold(name.as_str(), mode, owner).is_none() {
+                        st.holds.remove(&(name.as_str().to_owned(), mode, owner));
                     }
                 }
             }
@@ -323,7 +327,7 @@ impl Executor {
                 }
             }
             Event::Lost { owner, reason, .. } => {
-                if let Some(h) = st.holds.remove(&(name.as_str().to_owned(), owner)) {
+                if let Some(h) = st.holds.remove(&(name.as_str().to_owned(), mode, owner)) {
                     // send_replace stores the value even with no receiver subscribed yet.
                     h.lost.send_replace(Some(reason));
                 }

@@ -34,9 +34,9 @@ mod url;
 
 pub use client::{Client, ClientOptions, LockOptions, Status};
 pub use error::{Error, ErrorKind, Result};
-pub use lock::{Guard, HoldInfo, Lock, LossWatch};
+pub use lock::{Guard, HoldInfo, Lock, LossWatch, RwLock};
 pub use owner::current_owner;
-pub use polylock_core::{Backend, LossReason, OwnerId};
+pub use polylock_core::{Backend, LockMode, LossReason, OwnerId};
 
 /// What a binding's test hook (`debug_faults`, `debug_expire_session`)
 /// answers in a build without the `test-hooks` feature, as release

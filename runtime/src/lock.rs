@@ -6,35 +6,42 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use polylock_core::{AcquireOptions, FencingToken, LockName, LossReason, OwnerId, Ticket};
+use polylock_core::{AcquireOptions, FencingToken, LockMode, LockName, LossReason, OwnerId, Ticket};
 use tokio::sync::{oneshot, watch};
 
 use crate::error::{Error, Result};
 use crate::executor::{Executor, Grant, GrantResult, HoldState};
 use crate::owner::current_owner;
 
-/// A handle on one lock name of one [`crate::Client`]. Cheap to clone.
+/// A handle on one lock name of one [`crate::Client`]: a mutex, or one
+/// half of a read-write lock ([`RwLock::read`], [`RwLock::write`]). Cheap to clone.
 #[derive(Clone)]
 pub struct Lock {
     exec: Arc<Executor>,
     name: LockName,
+    mode: LockMode,
     lease: Option<Duration>,
 }
 
 impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lock").field("name", &self.name.as_str()).finish()
+        f.debug_struct("Lock").field("name", &self.name.as_str()).field("mode", &self.mode).finish()
     }
 }
 
 impl Lock {
-    pub(crate) fn new(exec: Arc<Executor>, name: LockName, lease: Option<Duration>) -> Self {
-        Lock { exec, name, lease }
+    pub(crate) fn new(exec: Arc<Executor>, name: LockName, mode: LockMode, lease: Option<Duration>) -> Self {
+        Lock { exec, name, mode, lease }
     }
 
     /// The lock's name.
     pub fn name(&self) -> &str {
         self.name.as_str()
+    }
+
+    /// A mutex, or which half of a read-write lock.
+    pub fn mode(&self) -> LockMode {
+        self.mode
     }
 
     /// Waits until the calling task holds the lock. Reentrant per task:
@@ -65,7 +72,7 @@ impl Lock {
                 AcquireOptions { no_wait: false, deadline: Some(self.exec.deadline_after(d)), lease: self.lease }
             }
         };
-        let (ticket, rx, started) = self.exec.acquire(&self.name, owner, opts)?;
+        let (ticket, rx, started) = self.exec.acquire(&self.name, self.mode, owner, opts)?;
         // Owns the receiver for the whole wait, so that if this future is
         // dropped mid-wait its Drop sees the acquire as pending and cancels it.
         let mut pending = PendingAcquire { lock: self, owner, ticket, rx: Some(rx) };
@@ -96,7 +103,7 @@ impl Lock {
     }
 
     async fn release_hold(&self, owner: OwnerId, token: Option<FencingToken>) -> Result<()> {
-        let (rx, started) = self.exec.release(self.name(), owner, token)?;
+        let (rx, started) = self.exec.release(self.name(), self.mode, owner, token)?;
         if let Some(mut rx) = rx {
             self.exec.drive_until(started, &mut rx).await;
         }
@@ -106,7 +113,7 @@ impl Lock {
     /// `owner`'s current grant: its fencing token and hold count. `None`
     /// if it holds none (a lost grant is no longer held).
     pub fn hold(&self, owner: OwnerId) -> Option<HoldInfo> {
-        self.exec.hold(self.name(), owner).map(|(count, token)| HoldInfo { token: token.0, count })
+        self.exec.hold(self.name(), self.mode, owner).map(|(count, token)| HoldInfo { token: token.0, count })
     }
 
     /// The fencing token of `owner`'s newest unreleased hold:
@@ -115,7 +122,7 @@ impl Lock {
         if let Some(hold) = self.hold(owner) {
             return Ok(hold.token);
         }
-        match self.exec.unreleased_loss(self.name(), owner) {
+        match self.exec.unreleased_loss(self.name(), self.mode, owner) {
             Some(reason) => Err(Error::Lost { name: self.name().to_owned(), reason }),
             None => Err(Error::NotHeld(self.name().to_owned())),
         }
@@ -193,7 +200,7 @@ struct PendingAcquire<'a> {
 impl Drop for PendingAcquire<'_> {
     fn drop(&mut self) {
         let Some(mut rx) = self.rx.take() else { return };
-        self.lock.exec.cancel(self.lock.name(), self.ticket);
+        self.lock.exec.cancel(self.ticket);
         rx.close();
         if let Ok(Ok(_grant)) = rx.try_recv() {
             let lock = self.lock.clone();
@@ -296,5 +303,42 @@ impl Drop for Guard {
         self.lock.exec.handle.spawn(async move {
             let _ = lock.release_hold(owner, Some(token)).await;
         });
+    }
+}
+
+/// A read-write lock of one [`crate::Client`]: many readers or one writer
+/// ([`crate::Client::rw_lock`]). Each half is a [`Lock`] with the mutex's
+/// contract (reentrant per owner, fencing token on every grant, loss
+/// signal, timeouts, cancel-safety). A writer may take the read half
+/// (downgrade) and keep it after releasing the write half; a reader asking
+/// for the write half gets [`Error::UpgradeRefused`] at once. A waiting
+/// writer blocks new readers, so a stream of readers cannot starve it.
+#[derive(Debug, Clone)]
+pub struct RwLock {
+    read: Lock,
+    write: Lock,
+}
+
+impl RwLock {
+    pub(crate) fn new(exec: Arc<Executor>, name: LockName, lease: Option<Duration>) -> Self {
+        RwLock {
+            read: Lock::new(exec.clone(), name.clone(), LockMode::Read, lease),
+            write: Lock::new(exec, name, LockMode::Write, lease),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        self.read.name()
+    }
+
+    /// The shared half.
+    pub fn read(&self) -> &Lock {
+        &self.read
+    }
+
+    /// The exclusive half.
+    pub fn write(&self) -> &Lock {
+        &self.write
     }
 }

@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use polylock_core::{
-    AcquireOptions, Backend, Command, ConnectionEvent, Event, Instant, LockConfig, LockName, LockTable, Nonce,
-    Notification, Op, Output, OwnerId, Reply, RequestId, Ticket, TransportError,
+    AcquireOptions, Backend, Command, ConnectionEvent, Event, Instant, LockConfig, LockMode, LockName, LockTable,
+    Nonce, Notification, Op, Output, OwnerId, Reply, RequestId, Ticket, TransportError,
 };
 use polylock_core::{RedisOp, ZkOp};
 use redis_model::RedisModel;
@@ -539,7 +539,7 @@ impl World {
                     self.out.beliefs[belief].end = Some(self.now);
                     let now = self.local_now(c);
                     let name = LOCKS[self.out.beliefs[belief].lock];
-                    let r = self.clients[c].t.release(now, name, OwnerId(1), None);
+                    let r = self.clients[c].t.release(now, name, LockMode::Exclusive, OwnerId(1), None);
                     // A holder whose deadline passed while it was paused learns
                     // of the loss on release; anything else is a bug.
                     assert!(
@@ -553,8 +553,7 @@ impl World {
             Ev::AppCancel { c, ticket } => {
                 if self.clients[c].app == App::Waiting(ticket) {
                     let now = self.local_now(c);
-                    let name = LOCKS[self.clients[c].lock];
-                    if self.clients[c].t.cancel(now, name, ticket) {
+                    if self.clients[c].t.cancel(now, ticket) {
                         self.cycle_done(c);
                     }
                     self.drain(c);
@@ -719,7 +718,10 @@ impl World {
             self.clients[c].lock = (c + self.sc.cycles - self.clients[c].cycles_left) % 2;
         }
         let name = LockName::new(LOCKS[self.clients[c].lock]).unwrap();
-        let ticket = self.clients[c].t.acquire(now, &name, OwnerId(1), opts, nonce).expect("acquire accepted");
+        let ticket = self.clients[c]
+            .t
+            .acquire(now, &name, LockMode::Exclusive, OwnerId(1), opts, nonce)
+            .expect("acquire accepted");
         self.clients[c].app = App::Waiting(ticket);
         if self.rng.chance(self.sc.cancel_per_mille) {
             let t = self.now + self.rng.range(0, 200);
@@ -779,7 +781,7 @@ impl World {
         self.out.max_table_locks = self.out.max_table_locks.max(self.clients[c].t.lock_count());
         while let Some(out) = self.clients[c].t.poll_output() {
             match out {
-                Output::Event { name, event } => {
+                Output::Event { name, event, .. } => {
                     let lock = LOCKS.iter().position(|l| *l == name.as_str());
                     let lock = lock.unwrap_or_else(|| panic!("an event for a lock nobody asked for: {name:?}"));
                     self.on_event(c, lock, event);

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use polylock_core::RedisOp;
 use polylock_core::{
-    AcquireOptions, Backend, Error, Event, Instant, LockConfig, LockName, LockTable, Nonce, Op, Output, OwnerId,
-    ReleaseProgress, Reply,
+    AcquireOptions, Backend, Error, Event, Instant, LockConfig, LockMode, LockName, LockTable, Nonce, Op, Output,
+    OwnerId, ReleaseProgress, Reply,
 };
 
 use super::redis_model::RedisModel;
@@ -50,18 +50,20 @@ impl Solo {
         let n = self.nonce();
         let opts = AcquireOptions { no_wait, ..Default::default() };
         let name = LockName::new(LOCK).unwrap();
-        self.tables[c].acquire(Instant::from_millis(self.now), &name, OwnerId(owner), opts, n).unwrap();
+        self.tables[c]
+            .acquire(Instant::from_millis(self.now), &name, LockMode::Exclusive, OwnerId(owner), opts, n)
+            .unwrap();
         self.settle();
     }
 
     /// Client `c`'s `owner` ends one hold.
     pub fn release(&mut self, c: usize, owner: u64) -> Result<ReleaseProgress, Error> {
-        self.tables[c].release(Instant::from_millis(self.now), LOCK, OwnerId(owner), None)
+        self.tables[c].release(Instant::from_millis(self.now), LOCK, LockMode::Exclusive, OwnerId(owner), None)
     }
 
     /// Which of `owners` holds the lock in client `c`'s table, and how often.
     pub fn holder(&self, c: usize, owners: impl IntoIterator<Item = u64>) -> Option<(u64, u32)> {
-        owners.into_iter().find_map(|o| self.tables[c].hold(LOCK, OwnerId(o)).map(|(n, _)| (o, n)))
+        owners.into_iter().find_map(|o| self.tables[c].hold(LOCK, LockMode::Exclusive, OwnerId(o)).map(|(n, _)| (o, n)))
     }
 
     /// Runs every table's commands against the model until all is quiet.

@@ -241,6 +241,14 @@ impl Transport for ZkTransport {
                     Err(e) => zk_failure(e),
                 }
             }),
+            ZkOp::CreateEphemeral { path, data } => start_now(async move {
+                let opts = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+                match c.create(&path, &data, &opts).await {
+                    Ok((stat, _)) => Reply::Created { path, czxid: stat.czxid },
+                    Err(zk::Error::NodeExists) => Reply::Done,
+                    Err(e) => zk_failure(e),
+                }
+            }),
             ZkOp::CreateContainers { path } => start_now(async move {
                 let opts = zk::CreateMode::Container.with_acls(zk::Acls::anyone_all());
                 match c.mkdir(&path, &opts).await {

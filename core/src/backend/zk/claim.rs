@@ -3,12 +3,50 @@
 
 use std::sync::Arc;
 
-use super::paths::{node_prefix, sorted_contenders};
+use super::paths::{is_writer, node_prefix_with, sort_key, sorted_contenders, LOCK_MARKER, READ_MARKER, WRITE_MARKER};
 use crate::claim::{Claim, Cx, Progress};
 use crate::io::{ConnectionEvent, Notification, Reply, ZkOp};
 use crate::refusal::Refusals;
 use crate::timers::{Backoff, Timer, Timers};
 use crate::{Error, FencingToken, LossReason, Nonce, RequestId};
+
+/// Which recipe the claim follows: Curator's `InterProcessMutex`, or one
+/// half of its `InterProcessReadWriteLock`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ZkRole {
+    /// Holds at index 0; watches its immediate predecessor.
+    Mutex,
+    /// Holds while no writer's node sorts before its own (except the
+    /// owner's own writer node, for a downgrade); else watches the nearest
+    /// writer before it.
+    Read {
+        /// Downgrade: the owner's held writer node. The reader's node is
+        /// then created with that node's sequence, not a new one (as Curator
+        /// 5.5+ does), so it sorts beside the writer and no writer queued
+        /// after it can hold the lock while the downgraded read is held.
+        beside_write: Option<String>,
+    },
+    /// Holds at index 0 among readers and writers; watches its immediate predecessor.
+    Write,
+}
+
+impl ZkRole {
+    pub(crate) fn of(mode: crate::LockMode, beside_write: Option<String>) -> Self {
+        match mode {
+            crate::LockMode::Exclusive => ZkRole::Mutex,
+            crate::LockMode::Read => ZkRole::Read { beside_write },
+            crate::LockMode::Write => ZkRole::Write,
+        }
+    }
+
+    fn marker(&self) -> &'static str {
+        match self {
+            ZkRole::Mutex => LOCK_MARKER,
+            ZkRole::Read { .. } => READ_MARKER,
+            ZkRole::Write => WRITE_MARKER,
+        }
+    }
+}
 
 /// What the claim is trying to do right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +97,7 @@ enum Phase {
 pub(crate) struct ZkClaim {
     /// The lock's parent node ([`super::lock_path`]).
     parent: Arc<str>,
+    role: ZkRole,
     nonce: Nonce,
     generation: u64,
     uuid: String,
@@ -119,6 +158,7 @@ impl ZkClaim {
     /// `down_since` is the machine's knowledge of the connection.
     pub(crate) fn new(
         parent: Arc<str>,
+        role: ZkRole,
         nonce: Nonce,
         data: Vec<u8>,
         wait: bool,
@@ -126,6 +166,7 @@ impl ZkClaim {
     ) -> Self {
         ZkClaim {
             parent,
+            role,
             nonce,
             generation: 0,
             uuid: nonce.to_uuid(),
@@ -203,12 +244,22 @@ impl ZkClaim {
         format!("{}/{node}", self.parent)
     }
 
+    /// Our node's name up to its sequence: the protection prefix and the role's marker.
+    fn prefix(&self) -> String {
+        node_prefix_with(&self.uuid, self.role.marker())
+    }
+
     fn send_create(&mut self, cx: &mut Cx<'_>) {
         let parent = self.parent.to_string();
-        let create = cx.out.send(ZkOp::CreateSequential {
-            path: format!("{parent}/{}", node_prefix(&self.uuid)),
-            data: self.data.clone(),
-        });
+        let path = format!("{parent}/{}", self.prefix());
+        let data = self.data.clone();
+        let create = match &self.role {
+            ZkRole::Read { beside_write: Some(writer) } => {
+                ZkOp::CreateEphemeral { path: format!("{path}{}", sort_key(writer)), data }
+            }
+            _ => ZkOp::CreateSequential { path, data },
+        };
+        let create = cx.out.send(create);
         let list = cx.out.send(ZkOp::GetChildren { path: parent });
         self.phase = Phase::Creating { create: Some(create), list: Some(list) };
     }
@@ -243,6 +294,12 @@ impl ZkClaim {
 
     /// A fresh identity after the session (and so our node) is gone.
     fn restart(&mut self, cx: &mut Cx<'_>) {
+        if let ZkRole::Read { beside_write } = &mut self.role {
+            // Our node, and so maybe the writer's session, is gone: a node
+            // named after that writer's sequence could now sort ahead of a
+            // writer that holds the lock. Queue as any reader does.
+            *beside_write = None;
+        }
         self.generation += 1;
         self.uuid = self.nonce.derive(self.generation).to_uuid();
         self.node = None;
@@ -286,7 +343,8 @@ impl ZkClaim {
             return Progress::Pending;
         };
         self.backoff.reset();
-        if index == 0 {
+        let blocker = self.blocker(&sorted, index);
+        if blocker.is_none() {
             if !self.enter_held(cx) {
                 return Progress::Pending;
             }
@@ -300,16 +358,31 @@ impl ZkClaim {
             self.send_delete(cx);
             return Progress::Busy;
         }
-        let predecessor = &sorted[index - 1];
+        let predecessor = blocker.expect("not held");
         let req = cx.out.send(ZkOp::Stat { path: self.node_path(predecessor), watch: true });
         self.phase = Phase::Watching { req };
         // Next in line: watch our own node too (sent with the predecessor's
-        // watch, so no wait), which the grant would set anyway.
-        self.behind_first = index == 1;
+        // watch, so no wait), which the grant would set anyway. Only for
+        // the mutex: a read-write lock's downgraded reader can sort beside
+        // the writer ahead of us, so its deletion alone proves nothing.
+        self.behind_first = index == 1 && self.role == ZkRole::Mutex;
         if self.behind_first {
             self.watch_own_node(cx);
         }
         Progress::Pending
+    }
+
+    /// The node whose deletion we wait for, if any: none means we hold the
+    /// lock. A mutex or writer waits for its immediate predecessor; a
+    /// reader for the nearest writer before it (readers share), except the
+    /// owner's own writer node that a downgrade is granted beside.
+    fn blocker<'a>(&self, sorted: &'a [String], index: usize) -> Option<&'a String> {
+        match &self.role {
+            ZkRole::Mutex | ZkRole::Write => index.checked_sub(1).map(|i| &sorted[i]),
+            ZkRole::Read { beside_write } => {
+                sorted[..index].iter().rev().find(|c| is_writer(c) && Some(c.as_str()) != beside_write.as_deref())
+            }
+        }
     }
 
     /// The predecessor we watch is gone. Next in line with our node known
@@ -333,7 +406,7 @@ impl ZkClaim {
 
     /// Children listed while our create's outcome is unknown.
     fn recover_from(&mut self, cx: &mut Cx<'_>, children: Vec<String>) -> Progress {
-        let prefix = node_prefix(&self.uuid);
+        let prefix = self.prefix();
         match children.into_iter().find(|c| c.starts_with(&prefix)) {
             Some(found) => {
                 self.node = Some((found, 0));
@@ -384,6 +457,12 @@ impl ZkClaim {
             }
             // We cannot tell whether the node was made: find it by its prefix.
             Reply::Failed(_) => self.on_failure(cx, Phase::Recovering { list: None }),
+            // A downgrade's node (named, not sequential) exists already: ours,
+            // from a create whose reply was lost. Find it and read its czxid.
+            Reply::Done if matches!(self.role, ZkRole::Read { beside_write: Some(_) }) => {
+                self.send_list(cx, true);
+                Progress::Pending
+            }
             other => unexpected("create", other),
         }
     }
@@ -740,7 +819,7 @@ impl Claim for ZkClaim {
     }
 
     fn describe(&self) -> String {
-        self.node.as_ref().map(|(n, _)| n.clone()).unwrap_or_else(|| node_prefix(&self.uuid))
+        self.node.as_ref().map(|(n, _)| n.clone()).unwrap_or_else(|| self.prefix())
     }
 
     fn refusal(&self) -> Option<&str> {
@@ -764,7 +843,7 @@ mod tests {
         let cfg = LockConfig::new(Backend::ZooKeeper);
         let mut out = Outbox::default();
         let t0 = Instant::from_millis(0);
-        let mut claim = ZkClaim::new("/locks/x".into(), Nonce(7), Vec::new(), true, None);
+        let mut claim = ZkClaim::new("/locks/x".into(), ZkRole::Mutex, Nonce(7), Vec::new(), true, None);
         let mut cx = Cx { now: t0, out: &mut out, cfg: &cfg };
         claim.begin(&mut cx);
         let create = cx.out.pop().unwrap();

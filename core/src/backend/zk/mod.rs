@@ -29,5 +29,8 @@ mod claim;
 pub mod paths;
 pub mod status;
 
-pub(crate) use claim::ZkClaim;
-pub use paths::{lock_path, node_prefix, sort_key, sorted_contenders, LOCK_MARKER};
+pub(crate) use claim::{ZkClaim, ZkRole};
+pub use paths::{
+    is_writer, lock_path, node_prefix, node_prefix_with, sort_key, sorted_contenders, LOCK_MARKER, READ_MARKER,
+    WRITE_MARKER,
+};

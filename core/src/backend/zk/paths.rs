@@ -8,15 +8,29 @@ pub fn lock_path(name: &LockName) -> String {
     crate::name::zk_path_of(name.as_str())
 }
 
-/// Curator's lock node marker.
+/// Curator's lock node marker (`InterProcessMutex`).
 pub const LOCK_MARKER: &str = "lock-";
+/// Curator's `InterProcessReadWriteLock` markers: a reader's and a writer's
+/// node. Of equal length on purpose, so the sequences line up.
+pub const READ_MARKER: &str = "__READ__";
+pub const WRITE_MARKER: &str = "__WRIT__";
 
-/// The text a child sorts by: after the last `lock-`, or the whole name.
+/// The text a child sorts by: after the last marker, or the whole name.
+/// Curator's mutex strips `lock-`; its read-write lock strips `__READ__`,
+/// then `__WRIT__`, so readers and writers of one lock sort by sequence.
 pub fn sort_key(child: &str) -> &str {
-    match child.rfind(LOCK_MARKER) {
-        Some(i) => &child[i + LOCK_MARKER.len()..],
-        None => child,
+    let mut key = child;
+    for marker in [LOCK_MARKER, READ_MARKER, WRITE_MARKER] {
+        if let Some(i) = key.rfind(marker) {
+            key = &key[i + marker.len()..];
+        }
     }
+    key
+}
+
+/// Is this child a writer's node of a read-write lock?
+pub fn is_writer(child: &str) -> bool {
+    child.contains(WRITE_MARKER)
 }
 
 /// Children in lock order (a stable sort, as Java's `Collections.sort`).
@@ -25,9 +39,14 @@ pub fn sorted_contenders(mut children: Vec<String>) -> Vec<String> {
     children
 }
 
-/// The prefix of our node's name for a given protection uuid.
+/// The prefix of our node's name for a given protection uuid (a mutex's).
 pub fn node_prefix(uuid: &str) -> String {
-    format!("_c_{uuid}-{LOCK_MARKER}")
+    node_prefix_with(uuid, LOCK_MARKER)
+}
+
+/// The prefix of our node's name for a protection uuid and a marker.
+pub fn node_prefix_with(uuid: &str, marker: &str) -> String {
+    format!("_c_{uuid}-{marker}")
 }
 
 #[cfg(test)]
@@ -46,6 +65,21 @@ mod tests {
         assert_eq!(sorted[2], "_c_a-lock-0000000010");
         assert_eq!(sort_key("no-marker"), "no-marker");
         assert_eq!(sort_key("x-lock-lock-0001"), "0001");
+    }
+
+    /// Curator's read-write lock: readers and writers sort by sequence
+    /// together, whatever their uuids.
+    #[test]
+    fn readers_and_writers_sort_by_sequence() {
+        let kids = vec![
+            "_c_a-__READ__0000000004".to_owned(),
+            "_c_b-__WRIT__0000000002".to_owned(),
+            "_c_c-__READ__0000000003".to_owned(),
+        ];
+        let sorted = sorted_contenders(kids);
+        assert_eq!(sorted[0], "_c_b-__WRIT__0000000002");
+        assert_eq!(sorted[2], "_c_a-__READ__0000000004");
+        assert!(is_writer(&sorted[0]) && !is_writer(&sorted[1]));
     }
 
     #[test]
