@@ -73,6 +73,11 @@ pub async fn slot_master(url: &str, key: &str) -> String {
     }
 }
 
+/// The backends with read-write locks.
+pub fn rw_backends() -> Vec<(&'static str, String)> {
+    vec![("zookeeper", zk_url())]
+}
+
 /// Both backends, for tests that must hold on each.
 pub fn backends() -> Vec<(&'static str, String)> {
     vec![("redis", redis_url()), ("zookeeper", zk_url())]

@@ -1,0 +1,237 @@
+//! Read-write locks against the real servers: readers share, a writer
+//! excludes, a waiting writer blocks new readers, downgrade works and
+//! upgrade is refused at once, every grant is fenced, nothing is left behind.
+
+mod support;
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use polylock::{Error, LockMode, OwnerId};
+use support::*;
+
+/// What a test finds of the lock on the server once everyone released.
+async fn leftovers(backend: &str, url: &str, name: &str) -> Vec<String> {
+    if backend == "redis" {
+        redis_leftovers(url, name).await
+    } else {
+        zk_children(url, name).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_share_and_a_writer_excludes_them() {
+    for (backend, url) in rw_backends() {
+        let name = unique("rw-share");
+        let (a, b) = (client(&url).await, client(&url).await);
+        let (rw_a, rw_b) = (a.rw_lock(&name).unwrap(), b.rw_lock(&name).unwrap());
+        // Two clients, and two owners of one client, read at once.
+        let r1 = rw_a.read().acquire_as(OwnerId(1), Some(Duration::ZERO)).await.unwrap();
+        let r2 = rw_a.read().acquire_as(OwnerId(2), Some(Duration::ZERO)).await.unwrap();
+        let r3 = rw_b.read().acquire_as(OwnerId(1), Some(Duration::ZERO)).await.unwrap();
+        assert_eq!(rw_a.read().hold_count(OwnerId(1)), 1, "{backend}");
+        assert_eq!(rw_a.write().hold_count(OwnerId(1)), 0, "{backend}: a read hold is not a write hold");
+        match rw_b.write().acquire_as(OwnerId(9), Some(Duration::ZERO)).await {
+            Err(Error::WouldBlock(n)) => assert_eq!(n, name),
+            other => panic!("{backend}: a writer got in beside readers: {other:?}"),
+        }
+        for g in [r1, r2, r3] {
+            g.release().await.unwrap();
+        }
+        let w = rw_b.write().acquire_as(OwnerId(9), Some(Duration::ZERO)).await.unwrap();
+        for (who, rw) in [("another client", &rw_a), ("the writer's client", &rw_b)] {
+            match rw.read().acquire_as(OwnerId(5), Some(Duration::ZERO)).await {
+                Err(Error::WouldBlock(_)) => {}
+                other => panic!("{backend}: a reader of {who} got in beside a writer: {other:?}"),
+            }
+        }
+        match rw_a.write().acquire_as(OwnerId(5), Some(Duration::ZERO)).await {
+            Err(Error::WouldBlock(_)) => {}
+            other => panic!("{backend}: two writers: {other:?}"),
+        }
+        w.release().await.unwrap();
+        assert!(leftovers(backend, &url, &name).await.is_empty(), "{backend}: left behind");
+    }
+}
+
+/// Both anchors prefer a waiting writer over new readers; so do we: a
+/// stream of readers cannot starve a writer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_writer_blocks_new_readers() {
+    for (backend, url) in rw_backends() {
+        let name = unique("rw-starve");
+        let (a, b, c) = (client(&url).await, client(&url).await, client(&url).await);
+        let first = a.rw_lock(&name).unwrap().read().acquire().await.unwrap();
+        let writer = b.rw_lock(&name).unwrap();
+        let waiting = tokio::spawn(async move {
+            let g = writer.write().acquire().await.unwrap();
+            let token = g.fencing_token();
+            g.release().await.unwrap();
+            token
+        });
+        // The writer is queued once a try by a fresh reader fails.
+        let late = c.rw_lock(&name).unwrap();
+        let blocked = eventually(Duration::from_secs(5), || async {
+            matches!(late.read().acquire_as(OwnerId(3), Some(Duration::ZERO)).await, Err(Error::WouldBlock(_)))
+        })
+        .await;
+        assert!(blocked, "{backend}: a new reader got in ahead of a waiting writer");
+        assert!(!waiting.is_finished(), "{backend}: the writer got in beside a reader");
+        let read_token = first.fencing_token();
+        first.release().await.unwrap();
+        let write_token = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
+        assert!(write_token > read_token, "{backend}: tokens went back ({read_token} then {write_token})");
+        // And a reader gets in once the writer is gone.
+        late.read().acquire_as(OwnerId(3), Some(Duration::from_secs(5))).await.unwrap().release().await.unwrap();
+        assert!(leftovers(backend, &url, &name).await.is_empty(), "{backend}: left behind");
+    }
+}
+
+/// A writer may take the read lock and keep it after the write release
+/// (Curator's and Redisson's downgrade); while it reads, no writer gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_downgrades_and_keeps_its_read_hold() {
+    for (backend, url) in rw_backends() {
+        let name = unique("rw-down");
+        let (a, b) = (client(&url).await, client(&url).await);
+        let rw = a.rw_lock(&name).unwrap();
+        let me = OwnerId(1);
+        let w = rw.write().acquire_as(me, Some(Duration::ZERO)).await.unwrap();
+        // A writer queued behind us, before the downgrade.
+        let other = b.rw_lock(&name).unwrap();
+        let queued = {
+            let other = other.clone();
+            tokio::spawn(async move { other.write().acquire_as(OwnerId(2), None).await.map(|g| g.into_token()) })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let r = rw.read().acquire_as(me, Some(Duration::from_secs(2))).await.unwrap();
+        assert!(r.fencing_token() > w.fencing_token(), "{backend}: the read grant has a token of its own");
+        w.release().await.unwrap();
+        assert_eq!(rw.read().hold_count(me), 1, "{backend}: the read hold outlives the write hold");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!queued.is_finished(), "{backend}: a writer got in while the downgraded reader reads");
+        // A new reader queues behind the waiting writer, downgrade or not.
+        match other.read().acquire_as(OwnerId(3), Some(Duration::ZERO)).await {
+            Err(Error::WouldBlock(_)) => {}
+            other => panic!("{backend}: a new reader got in ahead of a waiting writer: {other:?}"),
+        }
+        r.release().await.unwrap();
+        let token = tokio::time::timeout(Duration::from_secs(5), queued).await.unwrap().unwrap().unwrap();
+        assert!(token > 0);
+        other.write().release_as(OwnerId(2)).await.unwrap();
+        assert!(leftovers(backend, &url, &name).await.is_empty(), "{backend}: left behind");
+    }
+}
+
+/// Read to write is refused at once with a typed error (in Curator and
+/// Redisson it waits for itself forever), and leaves nothing on the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_is_refused_at_once() {
+    for (backend, url) in rw_backends() {
+        let name = unique("rw-up");
+        let c = client(&url).await;
+        let rw = c.rw_lock(&name).unwrap();
+        let r = rw.read().acquire().await.unwrap();
+        let before = leftovers(backend, &url, &name).await;
+        let started = std::time::Instant::now();
+        let refused = tokio::time::timeout(Duration::from_secs(2), rw.write().acquire()).await;
+        match refused.expect("the upgrade waits for itself") {
+            Err(e @ Error::UpgradeRefused(_)) => {
+                assert_eq!(e.kind().as_str(), "upgrade_refused");
+                assert_eq!(e.lock_name(), Some(name.as_str()));
+            }
+            other => panic!("{backend}: {other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_millis(100), "{backend}: not refused at once");
+        assert_eq!(leftovers(backend, &url, &name).await, before, "{backend}: the refused upgrade left something");
+        // Another owner of the same client is not refused: it waits, as any writer.
+        assert!(matches!(rw.write().acquire_as(OwnerId(77), Some(Duration::ZERO)).await, Err(Error::WouldBlock(_))));
+        r.release().await.unwrap();
+        rw.write().acquire().await.unwrap().release().await.unwrap();
+        assert!(leftovers(backend, &url, &name).await.is_empty(), "{backend}: left behind");
+    }
+}
+
+/// Readers and writers over three clients: never a writer with anyone
+/// else inside, and the tokens of the writers' grants only grow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readers_and_writers_never_overlap() {
+    for (backend, url) in rw_backends() {
+        let name = unique("rw-mix");
+        let readers = Arc::new(AtomicI64::new(0));
+        let writers = Arc::new(AtomicI64::new(0));
+        let reads = Arc::new(AtomicI64::new(0));
+        let mut tasks = Vec::new();
+        let mut clients = Vec::new();
+        for c in 0..3 {
+            let client = client(&url).await;
+            for t in 0..4 {
+                let rw = client.rw_lock(&name).unwrap();
+                let (readers, writers, reads) = (readers.clone(), writers.clone(), reads.clone());
+                tasks.push(tokio::spawn(async move {
+                    let mut last_write = 0;
+                    for i in 0..6 {
+                        if (c + t + i) % 3 == 0 {
+                            let g = rw.write().acquire().await.unwrap();
+                            assert!(g.fencing_token() > last_write, "write tokens went back");
+                            last_write = g.fencing_token();
+                            assert_eq!(writers.fetch_add(1, Ordering::SeqCst), 0, "two writers inside");
+                            assert_eq!(readers.load(Ordering::SeqCst), 0, "a writer beside a reader");
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                            writers.fetch_sub(1, Ordering::SeqCst);
+                            g.release().await.unwrap();
+                        } else {
+                            let g = rw.read().acquire().await.unwrap();
+                            readers.fetch_add(1, Ordering::SeqCst);
+                            assert_eq!(writers.load(Ordering::SeqCst), 0, "a reader beside a writer");
+                            reads.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                            readers.fetch_sub(1, Ordering::SeqCst);
+                            g.release().await.unwrap();
+                        }
+                    }
+                }));
+            }
+            clients.push(client);
+        }
+        for t in tasks {
+            tokio::time::timeout(Duration::from_secs(60), t).await.expect("stalled").expect("an invariant broke");
+        }
+        assert!(reads.load(Ordering::SeqCst) > 0);
+        assert!(
+            eventually(Duration::from_secs(5), || async { leftovers(backend, &url, &name).await.is_empty() }).await,
+            "{backend}: left behind"
+        );
+    }
+}
+
+/// ZooKeeper: Curator's `InterProcessReadWriteLock` nodes, the token is the
+/// node's czxid, and a downgrade's read node carries the writer's sequence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_layout_is_curators() {
+    let url = zk_url();
+    let name = unique("rw-layout");
+    let c = client(&url).await;
+    let rw = c.rw_lock(&name).unwrap();
+    assert_eq!(rw.read().mode(), LockMode::Read);
+    let w = rw.write().acquire().await.unwrap();
+    let r = rw.read().acquire().await.unwrap();
+    let kids = zk_children(&url, &name).await;
+    assert_eq!(kids.len(), 2, "{kids:?}");
+    let writer = kids.iter().find(|k| k.contains("-__WRIT__")).expect("a writer node");
+    let reader = kids.iter().find(|k| k.contains("-__READ__")).expect("a reader node");
+    for node in [writer, reader] {
+        assert!(node.starts_with("_c_") && node[3..39].len() == 36, "{node}");
+    }
+    assert_eq!(writer.rsplit("__WRIT__").next(), reader.rsplit("__READ__").next(), "the downgrade's sequence");
+    let raw = raw_zk(&url).await;
+    let (_, stat) = raw.get_data(&format!("{name}/{writer}")).await.unwrap();
+    assert_eq!(stat.czxid as u64, w.fencing_token());
+    let (_, stat) = raw.get_data(&format!("{name}/{reader}")).await.unwrap();
+    assert_eq!(stat.czxid as u64, r.fencing_token());
+    assert_ne!(stat.ephemeral_owner, 0, "an ephemeral node");
+    w.release().await.unwrap();
+    r.release().await.unwrap();
+    assert!(zk_children(&url, &name).await.is_empty());
+}
