@@ -111,6 +111,9 @@ pub struct Scenario {
     /// (half of them starting with each), so two names share every client's
     /// table under the same faults. The oracles hold per name.
     pub two_names: bool,
+    /// Every acquire is one half of a read-write lock: a write with this
+    /// probability (per mille), else a read. 0: the mutex.
+    pub write_per_mille: Option<u64>,
     /// Redis: replica acknowledgements every grant and renewal asks for
     /// ([`LockConfig::replicas`]); the simulated server gives them all,
     /// except when it refuses (`refuse_per_mille`): then none.
@@ -134,6 +137,7 @@ impl Scenario {
             cancel_per_mille: 0,
             faults: Faults { max_delay_ms: 5, ..Faults::default() },
             two_names: false,
+            write_per_mille: None,
             replicas: 0,
             time_cap_ms: 600_000,
             step_cap: 400_000,
@@ -147,6 +151,7 @@ pub struct Belief {
     pub client: usize,
     /// Which of [`LOCKS`].
     pub lock: usize,
+    pub mode: LockMode,
     pub token: u64,
     pub start: u64,
     pub end: Option<u64>,
@@ -230,8 +235,9 @@ struct Client {
     /// The client's table, holding its one lock (or none while idle).
     t: LockTable,
     app: App,
-    /// The lock (of [`LOCKS`]) of the current cycle.
+    /// The lock (of [`LOCKS`]) of the current cycle, and the mode asked for.
     lock: usize,
+    mode: LockMode,
     cycles_left: usize,
     paused_until: u64,
     /// How far the client's clock is behind real time: the suspends it did not count.
@@ -296,6 +302,7 @@ impl World {
                 t,
                 app: App::Idle,
                 lock: 0,
+                mode: LockMode::Exclusive,
                 cycles_left: sc.cycles,
                 paused_until: 0,
                 clock_lag: 0,
@@ -539,7 +546,8 @@ impl World {
                     self.out.beliefs[belief].end = Some(self.now);
                     let now = self.local_now(c);
                     let name = LOCKS[self.out.beliefs[belief].lock];
-                    let r = self.clients[c].t.release(now, name, LockMode::Exclusive, OwnerId(1), None);
+                    let mode = self.out.beliefs[belief].mode;
+                    let r = self.clients[c].t.release(now, name, mode, OwnerId(1), None);
                     // A holder whose deadline passed while it was paused learns
                     // of the loss on release; anything else is a bug.
                     assert!(
@@ -717,11 +725,14 @@ impl World {
         if self.sc.two_names {
             self.clients[c].lock = (c + self.sc.cycles - self.clients[c].cycles_left) % 2;
         }
+        self.clients[c].mode = match self.sc.write_per_mille {
+            None => LockMode::Exclusive,
+            Some(w) if self.rng.chance(w) => LockMode::Write,
+            Some(_) => LockMode::Read,
+        };
         let name = LockName::new(LOCKS[self.clients[c].lock]).unwrap();
-        let ticket = self.clients[c]
-            .t
-            .acquire(now, &name, LockMode::Exclusive, OwnerId(1), opts, nonce)
-            .expect("acquire accepted");
+        let mode = self.clients[c].mode;
+        let ticket = self.clients[c].t.acquire(now, &name, mode, OwnerId(1), opts, nonce).expect("acquire accepted");
         self.clients[c].app = App::Waiting(ticket);
         if self.rng.chance(self.sc.cancel_per_mille) {
             let t = self.now + self.rng.range(0, 200);
@@ -961,10 +972,14 @@ impl World {
                 assert_eq!(self.clients[c].app, App::Waiting(ticket), "grant for a ticket nobody waits on");
                 assert_eq!(self.clients[c].lock, lock, "grant of {ticket:?} under another name");
                 let b = self.out.beliefs.len();
-                self.out.beliefs.push(Belief { client: c, lock, token: token.0, start: self.now, end: None });
+                let mode = self.clients[c].mode;
+                self.out.beliefs.push(Belief { client: c, lock, mode, token: token.0, start: self.now, end: None });
                 self.clients[c].app = App::Holding(b);
                 let hold = self.rng.range(self.sc.hold_ms.0, self.sc.hold_ms.1);
-                self.at(self.now + hold / 2, Ev::AppWrite { c, token: token.0, lock });
+                if mode != LockMode::Read {
+                    // Readers only read: fencing guards the writes.
+                    self.at(self.now + hold / 2, Ev::AppWrite { c, token: token.0, lock });
+                }
                 self.at(self.now + hold, Ev::AppRelease { c, belief: b });
             }
             Event::Granted { .. } => {}
@@ -1000,18 +1015,22 @@ fn locks_of(out: &Outcome) -> Vec<usize> {
     locks
 }
 
-/// No two clients believed they held the same lock at the same instant.
+/// No two clients believed they held the same lock at the same instant,
+/// unless both were readers of a read-write lock.
 pub fn check_no_overlap(out: &Outcome) -> Result<(), String> {
     for lock in locks_of(out) {
         let mut spans: Vec<&Belief> = out.beliefs.iter().filter(|b| b.lock == lock).collect();
         spans.sort_by_key(|b| b.start);
-        for pair in spans.windows(2) {
-            let (a, b) = (pair[0], pair[1]);
+        for (i, a) in spans.iter().enumerate() {
             let a_end = a.end.unwrap_or(u64::MAX);
-            if b.start < a_end {
+            // Every later span that starts before `a` ends overlaps it.
+            for b in spans[i + 1..].iter().take_while(|b| b.start < a_end) {
+                if a.mode == LockMode::Read && b.mode == LockMode::Read {
+                    continue;
+                }
                 return Err(format!(
-                    "overlap on {}: client {} [{}..{:?}] and client {} from {}",
-                    LOCKS[lock], a.client, a.start, a.end, b.client, b.start
+                    "overlap on {}: client {} {:?} [{}..{:?}] and client {} {:?} from {}",
+                    LOCKS[lock], a.client, a.mode, a.start, a.end, b.client, b.mode, b.start
                 ));
             }
         }
@@ -1075,13 +1094,23 @@ pub fn check_told_at_resume(out: &Outcome) -> Result<(), String> {
 
 /// Each lock's tokens grow in the order the application was granted them
 /// (valid when no client was paused, so grants are seen in server order).
+/// Readers granted together may see theirs in any order; a writer's token
+/// exceeds every earlier grant's and is exceeded by every later one's.
 pub fn check_tokens_in_grant_order(out: &Outcome) -> Result<(), String> {
     for lock in locks_of(out) {
         let mut spans: Vec<&Belief> = out.beliefs.iter().filter(|b| b.lock == lock).collect();
         spans.sort_by_key(|b| b.start);
-        for pair in spans.windows(2) {
-            if pair[1].token <= pair[0].token {
-                return Err(format!("{}: token {} granted after token {}", LOCKS[lock], pair[1].token, pair[0].token));
+        for (i, a) in spans.iter().enumerate() {
+            for b in &spans[i + 1..] {
+                if a.mode == LockMode::Read && b.mode == LockMode::Read {
+                    continue;
+                }
+                if b.token <= a.token {
+                    return Err(format!(
+                        "{}: token {} ({:?}) granted after token {} ({:?})",
+                        LOCKS[lock], b.token, b.mode, a.token, a.mode
+                    ));
+                }
             }
         }
     }
