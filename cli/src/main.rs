@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use polylock::{Client, Error};
+use polylock::{Client, Error, LockMode};
 
 /// Exit codes other than the command's own.
 mod exit {
@@ -28,6 +28,7 @@ mod exit {
     after_help = "Examples:
   polylock run nightly-report -- ./report.sh --full
   polylock run orders/42 --url zk://127.0.0.1:2181 --timeout 10 -- python3 settle.py
+  polylock run reports --url zk://127.0.0.1:2181 --read -- ./read-report.sh
   POLYLOCK_URL=redis://127.0.0.1:6379 polylock status nightly-report
 
 Exit codes of `run`: the command's own; 64 bad input; 69 server unreachable;
@@ -53,6 +54,12 @@ enum Command {
         /// Redis lease in seconds (renewed while the command runs).
         #[arg(long)]
         lease: Option<f64>,
+        /// Take the read half of a read-write lock: many commands may read at once.
+        #[arg(long, conflicts_with = "write")]
+        read: bool,
+        /// Take the write half of a read-write lock: excludes readers and writers.
+        #[arg(long)]
+        write: bool,
         /// The command and its arguments.
         #[arg(trailing_var_arg = true, required = true)]
         cmd: Vec<String>,
@@ -77,6 +84,7 @@ fn code_for(e: &Error) -> u8 {
         Error::InvalidUrl { .. } | Error::InvalidName(_) | Error::InvalidOption(_) => exit::USAGE,
         Error::Connect { .. } | Error::Unavailable { .. } => exit::UNAVAILABLE,
         Error::Timeout(_) | Error::WouldBlock(_) => exit::TIMEOUT,
+        Error::UpgradeRefused(_) => exit::USAGE,
         Error::Lost { .. } => exit::LOST,
         _ => 1,
     }
@@ -93,7 +101,12 @@ async fn main() -> ExitCode {
                 ExitCode::from(code_for(&e))
             }
         },
-        Command::Run { name, url, timeout, lease, cmd } => {
+        Command::Run { name, url, timeout, lease, read, write, cmd } => {
+            let mode = match (read, write) {
+                (true, _) => LockMode::Read,
+                (_, true) => LockMode::Write,
+                _ => LockMode::Exclusive,
+            };
             let timeout = match timeout.map(|t| seconds("--timeout", t)).transpose() {
                 Ok(t) => t,
                 Err(e) => {
@@ -108,7 +121,7 @@ async fn main() -> ExitCode {
                     return ExitCode::from(exit::USAGE);
                 }
             };
-            match run(&name, &url, timeout, lease, &cmd).await {
+            match run(&name, &url, mode, timeout, lease, &cmd).await {
                 Ok(code) => ExitCode::from(code),
                 Err(e) => {
                     eprintln!("polylock: {e}");
@@ -125,9 +138,10 @@ async fn status(name: &str, url: &str) -> Result<(), Error> {
     let s = client.status(name).await?;
     let mut out = String::new();
     // Writing to a String cannot fail.
-    let _ = match (s.held, s.holder.as_deref()) {
-        (true, holder) => writeln!(out, "{name}: held by {}", holder.unwrap_or("?")),
-        (false, _) => writeln!(out, "{name}: free"),
+    let _ = match (s.held, s.holder.as_deref(), s.readers) {
+        (true, holder, 0) => writeln!(out, "{name}: held by {}", holder.unwrap_or("?")),
+        (true, holder, n) => writeln!(out, "{name}: read by {n} (first: {})", holder.unwrap_or("?")),
+        (false, _, _) => writeln!(out, "{name}: free"),
     };
     if let Some(t) = s.fencing_token {
         let _ = writeln!(out, "fencing token: {t}");
@@ -151,12 +165,18 @@ async fn status(name: &str, url: &str) -> Result<(), Error> {
 async fn run(
     name: &str,
     url: &str,
+    mode: LockMode,
     timeout: Option<Duration>,
     lease: Option<Duration>,
     cmd: &[String],
 ) -> Result<u8, Error> {
     let client = Client::connect(url).await?;
-    let lock = client.lock_with(name, polylock::LockOptions { lease })?;
+    let opts = polylock::LockOptions { lease };
+    let lock = match mode {
+        LockMode::Exclusive => client.lock_with(name, opts)?,
+        LockMode::Read => client.rw_lock_with(name, opts)?.read().clone(),
+        LockMode::Write => client.rw_lock_with(name, opts)?.write().clone(),
+    };
     let guard = lock.acquire_as(polylock::current_owner(), timeout).await?;
     let mut child = match tokio::process::Command::new(&cmd[0])
         .args(&cmd[1..])

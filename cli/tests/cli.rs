@@ -66,3 +66,35 @@ fn status_into_a_closed_pipe_ends_quietly() {
     // Exit status is the CLI's: 0, or death by SIGPIPE (141 from bash), never a panic's 101.
     assert!(matches!(o.status.code(), Some(0) | Some(141)), "{o:?}");
 }
+
+/// `--read` runs share the lock (status shows both readers), a `--write`
+/// run waits for them (here: gives up with 75), and runs once they end.
+#[test]
+fn read_runs_share_and_a_write_run_waits() {
+    for (backend, url) in rw_backends() {
+        let name = unique(&format!("cli-rw-{backend}"));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let mut r = Command::new(env!("CARGO_BIN_EXE_polylock"))
+                    .args(["run", &name, "--url", &url, "--read", "--", "sh", "-c", "echo held; sleep 3"])
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let mut first = [0u8; 4];
+                r.stdout.take().unwrap().read_exact(&mut first).unwrap();
+                r
+            })
+            .collect();
+        let o = polylock(&["status", &name, "--url", &url]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("read by 2"), "{backend}: {out}");
+        let o = polylock(&["run", &name, "--url", &url, "--write", "--timeout", "0.3", "--", "true"]);
+        assert_eq!(code(&o), 75, "{backend}: a writer ran beside readers: {o:?}");
+        for mut r in readers {
+            assert!(r.wait().unwrap().success(), "{backend}");
+        }
+        let o = polylock(&["run", &name, "--url", &url, "--write", "--timeout", "5", "--", "true"]);
+        assert_eq!(code(&o), 0, "{backend}: {o:?}");
+        assert_eq!(code(&polylock(&["run", &name, "--read", "--write", "--", "true"])), 2, "--read with --write");
+    }
+}

@@ -23,6 +23,9 @@ pub struct LockStatus {
     pub waiters: Option<usize>,
     /// Redis: milliseconds until the lease expires without renewal.
     pub ttl_ms: Option<i64>,
+    /// Read-write locks: how many hold the read half (`holder` is the
+    /// first of them). 0 for a mutex, a writer, or a free lock.
+    pub readers: u32,
 }
 
 /// What a status read does after a reply.

@@ -265,6 +265,7 @@ fn redis_status_is_one_script_decoded_in_core() {
                 fencing_token: Some(42),
                 waiters: Some(2),
                 ttl_ms: Some(900),
+                readers: 0,
             })
         }]
     );
@@ -303,6 +304,7 @@ fn zookeeper_status_lists_reads_the_first_and_lists_again_on_no_node() {
                 fencing_token: Some(77),
                 waiters: Some(0),
                 ttl_ms: None,
+                readers: 0,
             })
         }]
     );

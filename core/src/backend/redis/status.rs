@@ -32,6 +32,7 @@ fn decode(reply: Reply) -> Result<LockStatus, Error> {
                     fencing_token: u64::try_from(*token).ok().filter(|t| *t > 0),
                     waiters: usize::try_from(*w).ok(),
                     ttl_ms: (*ttl >= 0).then_some(*ttl),
+                    readers: 0,
                 })
             }
             other => Err(Error::Protocol(format!("unexpected status reply {other:?}"))),
@@ -65,7 +66,8 @@ mod tests {
                 holder: Some("c:1".into()),
                 fencing_token: Some(42),
                 waiters: Some(2),
-                ttl_ms: Some(900)
+                ttl_ms: Some(900),
+                readers: 0
             }
         );
     }

@@ -1,6 +1,6 @@
 //! Reading a ZooKeeper lock's status: list the contenders, read the first.
 
-use super::paths::sorted_contenders;
+use super::paths::{sorted_contenders, READ_MARKER};
 use crate::io::{Op, Reply, ZkOp};
 use crate::status::{unexpected, LockStatus, StatusStep};
 use crate::Error;
@@ -14,8 +14,9 @@ const MAX_LISTINGS: u32 = 10;
 pub(crate) struct ZkStatusRead {
     parent: String,
     listings: u32,
-    /// After a listing: the contenders after the first.
-    reading: Option<usize>,
+    /// After a listing: the contenders after the holders, and how many
+    /// readers hold (read-write locks).
+    reading: Option<(usize, u32)>,
 }
 
 impl ZkStatusRead {
@@ -28,12 +29,13 @@ impl ZkStatusRead {
         match (self.reading, reply) {
             (None, Reply::Children(children)) => self.read_first(children),
             (None, Reply::NoNode) => self.read_first(Vec::new()),
-            (Some(waiters), Reply::Data { data, czxid }) => StatusStep::Done(Ok(LockStatus {
+            (Some((waiters, readers)), Reply::Data { data, czxid }) => StatusStep::Done(Ok(LockStatus {
                 held: true,
                 holder: Some(String::from_utf8_lossy(&data).into_owned()),
                 fencing_token: u64::try_from(czxid).ok(),
                 waiters: Some(waiters),
                 ttl_ms: None,
+                readers,
             })),
             (Some(_), Reply::NoNode) if self.listings < MAX_LISTINGS => {
                 // The holder left between the listing and the read: list again.
@@ -52,10 +54,20 @@ impl ZkStatusRead {
     fn read_first(&mut self, children: Vec<String>) -> StatusStep {
         let sorted = sorted_contenders(children);
         let Some(first) = sorted.first() else {
-            let free = LockStatus { held: false, holder: None, fencing_token: None, waiters: Some(0), ttl_ms: None };
+            let free = LockStatus {
+                held: false,
+                holder: None,
+                fencing_token: None,
+                waiters: Some(0),
+                ttl_ms: None,
+                readers: 0,
+            };
             return StatusStep::Done(Ok(free));
         };
-        self.reading = Some(sorted.len() - 1);
+        // Curator's read-write lock: every reader before the first writer holds.
+        let readers = sorted.iter().take_while(|c| c.contains(READ_MARKER)).count();
+        let holders = readers.max(1);
+        self.reading = Some((sorted.len() - holders, readers as u32));
         StatusStep::Send(Op::ZooKeeper(ZkOp::GetData { path: format!("{}/{first}", self.parent) }))
     }
 }
@@ -82,6 +94,21 @@ mod tests {
         }
         let st = done(read.on_reply(Reply::Data { data: b"c:7".to_vec(), czxid: 99 })).unwrap();
         assert_eq!((st.holder.as_deref(), st.fencing_token, st.waiters), (Some("c:7"), Some(99), Some(1)));
+    }
+
+    /// A read-write lock's holders are every reader before the first writer.
+    #[test]
+    fn leading_readers_all_hold() {
+        let (mut read, _) = ZkStatusRead::start("/l");
+        let kids = vec![
+            "_c_c-__WRIT__0000000005".to_owned(),
+            "_c_a-__READ__0000000001".to_owned(),
+            "_c_b-__READ__0000000002".to_owned(),
+            "_c_d-__READ__0000000006".to_owned(),
+        ];
+        let _ = read.on_reply(Reply::Children(kids));
+        let st = done(read.on_reply(Reply::Data { data: b"c:1".to_vec(), czxid: 9 })).unwrap();
+        assert_eq!((st.readers, st.waiters), (2, Some(2)));
     }
 
     #[test]
