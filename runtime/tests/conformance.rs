@@ -7,7 +7,7 @@ mod support;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use polylock::{Client, ClientOptions, Error, Lock, LossWatch, OwnerId};
+use polylock::{Client, ClientOptions, Error, Lock, LockMode, LossWatch, OwnerId};
 use serde_json::Value;
 use support::*;
 use tokio::task::JoinHandle;
@@ -22,6 +22,7 @@ fn outcome(r: &Result<u64, Error>) -> &'static str {
         Err(Error::InvalidName(_)) => "invalid_name",
         Err(Error::InvalidUrl { .. }) => "invalid_url",
         Err(Error::Connect { .. }) => "connect_error",
+        Err(Error::UpgradeRefused(_)) => "upgrade_refused",
         Err(_) => "other_error",
     }
 }
@@ -56,12 +57,27 @@ struct Run {
     clients: Vec<Client>,
     tokens: HashMap<String, u64>,
     background: HashMap<String, JoinHandle<Result<u64, Error>>>,
-    loss: HashMap<(usize, u64), LossWatch>,
+    loss: HashMap<(usize, u64, LockMode), LossWatch>,
+}
+
+/// A step's `mode`: the mutex (absent), or a half of the read-write lock.
+fn mode_of(step: &Value) -> LockMode {
+    match step["mode"].as_str() {
+        None => LockMode::Exclusive,
+        Some("read") => LockMode::Read,
+        Some("write") => LockMode::Write,
+        Some(other) => panic!("unknown mode {other}"),
+    }
 }
 
 impl Run {
-    fn lock(&self, c: usize) -> Lock {
-        self.clients[c].lock(&self.name).unwrap()
+    /// Client `c`'s handle on the scenario's lock, in the step's mode.
+    fn lock(&self, c: usize, step: &Value) -> Lock {
+        match mode_of(step) {
+            LockMode::Read => self.clients[c].rw_lock(&self.name).unwrap().read().clone(),
+            LockMode::Write => self.clients[c].rw_lock(&self.name).unwrap().write().clone(),
+            _ => self.clients[c].lock(&self.name).unwrap(),
+        }
     }
 
     fn check_token(&self, step: &Value, token: u64, ctx: &str) {
@@ -134,9 +150,9 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
             "acquire" => {
                 let timeout = step["timeout_ms"].as_u64().map(Duration::from_millis);
                 let started = Instant::now();
-                let r = match run.lock(c).acquire_as(OwnerId(owner), timeout).await {
+                let r = match run.lock(c, step).acquire_as(OwnerId(owner), timeout).await {
                     Ok(g) => {
-                        run.loss.insert((c, owner), g.loss_watch());
+                        run.loss.insert((c, owner, mode_of(step)), g.loss_watch());
                         Ok(g.into_token())
                     }
                     Err(e) => Err(e),
@@ -153,12 +169,12 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
                 }
             }
             "release" => {
-                let r = run.lock(c).release_as(OwnerId(owner)).await.map(|()| 0);
+                let r = run.lock(c, step).release_as(OwnerId(owner)).await.map(|()| 0);
                 let got = if r.is_ok() { "ok" } else { outcome(&r) };
                 assert_eq!(got, expect, "{ctx}: {r:?}");
             }
             "start_acquire" => {
-                let lock = run.lock(c);
+                let lock = run.lock(c, step);
                 let id = step["id"].as_str().unwrap().to_owned();
                 let h =
                     tokio::spawn(async move { lock.acquire_as(OwnerId(owner), None).await.map(|g| g.into_token()) });
@@ -180,7 +196,7 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
                 let _ = h.await;
             }
             "hold_count" => {
-                let n = run.lock(c).hold_count(OwnerId(owner));
+                let n = run.lock(c, step).hold_count(OwnerId(owner));
                 assert_eq!(u64::from(n), step["expect_count"].as_u64().unwrap(), "{ctx}");
             }
             "server_state" => {
@@ -206,7 +222,7 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
                 }
             },
             "await_lost" => {
-                let w = run.loss.get(&(c, owner)).expect("await_lost needs a grant").clone();
+                let w = run.loss.get(&(c, owner, mode_of(step))).expect("await_lost needs a grant").clone();
                 let within = Duration::from_millis(step["within_ms"].as_u64().unwrap_or(10_000));
                 tokio::time::timeout(within, w.ended())
                     .await
