@@ -1,5 +1,5 @@
 //! A sans-IO model of a ZooKeeper server, for the simulation only:
-//! sessions, persistent/container/ephemeral-sequential nodes, czxid,
+//! sessions, persistent/container/ephemeral(-sequential) nodes, czxid,
 //! one-shot data watches, session expiry and container reaping.
 
 use std::collections::{BTreeMap, HashMap};
@@ -87,6 +87,25 @@ impl ZkModel {
                     },
                 );
                 Reply::Created { path: full, czxid: self.zxid }
+            }
+            Op::ZooKeeper(ZkOp::CreateEphemeral { path, data }) => {
+                let parent = parent_of(path).to_owned();
+                if !self.nodes.contains_key(&parent) {
+                    return Reply::NoNode;
+                }
+                if self.nodes.contains_key(path) {
+                    return Reply::Done;
+                }
+                self.zxid += 1;
+                let node = Node {
+                    czxid: self.zxid,
+                    ephemeral_session: Some(session),
+                    container: false,
+                    data: data.clone(),
+                    next_seq: 0,
+                };
+                self.nodes.insert(path.clone(), node);
+                Reply::Created { path: path.clone(), czxid: self.zxid }
             }
             Op::ZooKeeper(ZkOp::CreateContainers { path }) => {
                 let mut at = String::new();
