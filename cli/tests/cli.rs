@@ -71,7 +71,7 @@ fn status_into_a_closed_pipe_ends_quietly() {
 /// run waits for them (here: gives up with 75), and runs once they end.
 #[test]
 fn read_runs_share_and_a_write_run_waits() {
-    for (backend, url) in rw_backends() {
+    for (backend, url) in backends() {
         let name = unique(&format!("cli-rw-{backend}"));
         let readers: Vec<_> = (0..2)
             .map(|_| {

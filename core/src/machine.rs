@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::claim::{Claim, Cx, Outbox, Progress};
 use crate::io::{Command, ConnectionEvent, Event, Notification, ReleaseProgress, Reply};
-use crate::redis::{RedisClaim, RedisKeys, Terms};
+use crate::redis::{RedisClaim, RedisKeys, RedisRole, Terms};
 use crate::time::Clock;
 use crate::zk::{ZkClaim, ZkRole};
 use crate::{
@@ -156,10 +156,8 @@ impl LockMachine {
     /// client hold at once, each with its own machine).
     pub fn with_mode(cfg: LockConfig, name: LockName, mode: LockMode, client_id: Nonce) -> Result<Self, Error> {
         cfg.validate()?;
-        if cfg.backend == Backend::Redis && mode.is_read_write() {
-            return Err(Error::InvalidOption("read-write locks on Redis are not built yet".into()));
-        }
         let layout = match cfg.backend {
+            Backend::Redis if mode.is_read_write() => Layout::Redis(Arc::new(RedisKeys::of_read_write(&name))),
             Backend::Redis => Layout::Redis(Arc::new(RedisKeys::of(&name))),
             Backend::ZooKeeper => Layout::ZooKeeper(crate::zk::lock_path(&name).into()),
         };
@@ -556,7 +554,8 @@ impl LockMachine {
             Layout::Redis(keys) => {
                 let (lease, waiter_ttl) = self.cfg.lease_and_waiter_ttl(w.lease);
                 let terms = Terms { lease, waiter_ttl };
-                Box::new(RedisClaim::new(keys.clone(), holder, w.nonce.0, !w.no_wait, terms))
+                let role = RedisRole::of(self.mode);
+                Box::new(RedisClaim::new(keys.clone(), role, holder, w.nonce.0, !w.no_wait, terms))
             }
             Layout::ZooKeeper(path) => Box::new(ZkClaim::new(
                 path.clone(),

@@ -315,7 +315,9 @@ impl LockTable {
         let id = StatusId(self.next_status);
         let (read, op) = match self.config.backend {
             Backend::Redis => {
-                let (r, op) = crate::redis::status::RedisStatusRead::start(&crate::redis::RedisKeys::of(name));
+                let keys = crate::redis::RedisKeys::of(name);
+                let rw = crate::redis::RedisKeys::of_read_write(name);
+                let (r, op) = crate::redis::status::RedisStatusRead::start(&keys, &rw);
                 (StatusRead::Redis(r), op)
             }
             Backend::ZooKeeper => {

@@ -246,13 +246,15 @@ fn redis_status_is_one_script_decoded_in_core() {
     let keys = redis::RedisKeys::of(&n);
     let Op::Redis(RedisOp::Eval { script, keys: sent, .. }) = &cmd.op else { panic!("{cmd:?}") };
     assert_eq!(script.name, redis::STATUS.name);
-    assert_eq!(sent, &vec![keys.lock().to_owned(), keys.fence().to_owned(), keys.queue().to_owned()]);
+    let rw_queue = redis::RedisKeys::of_read_write(&n).queue().to_owned();
+    assert_eq!(sent, &vec![keys.lock().to_owned(), keys.fence().to_owned(), keys.queue().to_owned(), rw_queue]);
     assert_eq!(t.lock_count(), 0, "a status read needs no machine");
     let reply = Reply::Redis(RedisValue::Array(vec![
         RedisValue::Bulk(b"c:1".to_vec()),
         RedisValue::Int(900),
         RedisValue::Int(42),
         RedisValue::Int(2),
+        RedisValue::Int(0),
     ]));
     t.handle_reply(T0, cmd.id, reply);
     assert_eq!(

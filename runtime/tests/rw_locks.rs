@@ -22,7 +22,7 @@ async fn leftovers(backend: &str, url: &str, name: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_share_and_a_writer_excludes_them() {
-    for (backend, url) in rw_backends() {
+    for (backend, url) in backends() {
         let name = unique("rw-share");
         let (a, b) = (client(&url).await, client(&url).await);
         let (rw_a, rw_b) = (a.rw_lock(&name).unwrap(), b.rw_lock(&name).unwrap());
@@ -59,7 +59,7 @@ async fn readers_share_and_a_writer_excludes_them() {
 /// stream of readers cannot starve a writer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_writer_blocks_new_readers() {
-    for (backend, url) in rw_backends() {
+    for (backend, url) in backends() {
         let name = unique("rw-starve");
         let (a, b, c) = (client(&url).await, client(&url).await, client(&url).await);
         let first = a.rw_lock(&name).unwrap().read().acquire().await.unwrap();
@@ -92,7 +92,7 @@ async fn a_waiting_writer_blocks_new_readers() {
 /// (Curator's and Redisson's downgrade); while it reads, no writer gets in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_downgrades_and_keeps_its_read_hold() {
-    for (backend, url) in rw_backends() {
+    for (backend, url) in backends() {
         let name = unique("rw-down");
         let (a, b) = (client(&url).await, client(&url).await);
         let rw = a.rw_lock(&name).unwrap();
@@ -128,7 +128,7 @@ async fn a_writer_downgrades_and_keeps_its_read_hold() {
 /// Redisson it waits for itself forever), and leaves nothing on the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_is_refused_at_once() {
-    for (backend, url) in rw_backends() {
+    for (backend, url) in backends() {
         let name = unique("rw-up");
         let c = client(&url).await;
         let rw = c.rw_lock(&name).unwrap();
@@ -157,7 +157,7 @@ async fn upgrade_is_refused_at_once() {
 /// else inside, and the tokens of the writers' grants only grow.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn readers_and_writers_never_overlap() {
-    for (backend, url) in rw_backends() {
+    for (backend, url) in backends() {
         let name = unique("rw-mix");
         let readers = Arc::new(AtomicI64::new(0));
         let writers = Arc::new(AtomicI64::new(0));
@@ -234,4 +234,132 @@ async fn zookeeper_layout_is_curators() {
     w.release().await.unwrap();
     r.release().await.unwrap();
     assert!(zk_children(&url, &name).await.is_empty());
+}
+
+/// Redis: Redisson's `RReadWriteLock` layout: a hash at the name with
+/// `mode`, a field per reader and `<id>:write` for the writer, a timeout key
+/// per reader with its lease; the fence counter grows across both halves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_layout_is_redissons() {
+    let url = redis_url();
+    let name = unique("rw-layout");
+    let c = client(&url).await;
+    let rw = c.rw_lock(&name).unwrap();
+    let mut raw = raw_redis(&url).await;
+    let hash = |raw: &mut redis::aio::MultiplexedConnection| {
+        let name = name.clone();
+        let mut raw = raw.clone();
+        async move {
+            let h: std::collections::HashMap<String, String> =
+                redis::cmd("HGETALL").arg(&name).query_async(&mut raw).await.unwrap();
+            h
+        }
+    };
+    let (r1, r2) = (OwnerId(1), OwnerId(2));
+    let g1 = rw.read().acquire_as(r1, None).await.unwrap();
+    let g2 = rw.read().acquire_as(r2, None).await.unwrap();
+    let h = hash(&mut raw).await;
+    assert_eq!(h.get("mode").map(String::as_str), Some("read"), "{h:?}");
+    assert_eq!(h.get(&rw.read().holder_id(r1)).map(String::as_str), Some("1"), "{h:?}");
+    assert_eq!(h.len(), 3, "mode and two readers: {h:?}");
+    let timeout = format!("{{{name}}}:{}:rwlock_timeout:1", rw.read().holder_id(r1));
+    let ttl: i64 = redis::cmd("PTTL").arg(&timeout).query_async(&mut raw).await.unwrap();
+    assert!(ttl > 25_000 && ttl <= 30_000, "{timeout}: {ttl}");
+    let read_token = g2.fencing_token();
+    assert!(read_token > g1.fencing_token());
+    g1.release().await.unwrap();
+    let n: i64 = redis::cmd("EXISTS").arg(&timeout).query_async(&mut raw).await.unwrap();
+    assert_eq!(n, 0, "a released reader's timeout key stays");
+    g2.release().await.unwrap();
+    let w = rw.write().acquire_as(r1, None).await.unwrap();
+    assert!(w.fencing_token() > read_token, "one token sequence for both halves");
+    let h = hash(&mut raw).await;
+    assert_eq!(h.get("mode").map(String::as_str), Some("write"), "{h:?}");
+    assert_eq!(h.get(&format!("{}:write", rw.write().holder_id(r1))).map(String::as_str), Some("1"), "{h:?}");
+    w.release().await.unwrap();
+    assert!(redis_leftovers(&url, &name).await.is_empty());
+}
+
+/// Redis: readers queued behind a writer are all granted when it releases
+/// (the release hands the lock to each, in Redisson's layout, with tokens
+/// above the writer's), and a Redisson-shaped reader's hold (count 2, with
+/// its timeout keys) keeps our writer out and survives our reader's release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_handoff_and_a_redisson_reader() {
+    let url = redis_url();
+    let name = unique("rw-hand");
+    let (a, b, c) = (client(&url).await, client(&url).await, client(&url).await);
+    let w = a.rw_lock(&name).unwrap().write().acquire().await.unwrap();
+    let readers: Vec<_> = [&b, &c]
+        .into_iter()
+        .map(|cl| {
+            let rw = cl.rw_lock(&name).unwrap();
+            tokio::spawn(async move { rw.read().acquire().await.map(|g| g.into_token()) })
+        })
+        .collect();
+    let mut raw = raw_redis(&url).await;
+    let queue = format!("polylock_rwqueue:{{{name}}}");
+    let queued = eventually(Duration::from_secs(5), || {
+        let (mut raw, queue) = (raw.clone(), queue.clone());
+        async move { redis::cmd("ZCARD").arg(&queue).query_async::<i64>(&mut raw).await.unwrap() == 2 }
+    })
+    .await;
+    assert!(queued, "both readers queue behind the writer");
+    let token = w.fencing_token();
+    w.release().await.unwrap();
+    for r in readers {
+        let t = tokio::time::timeout(Duration::from_secs(5), r).await.unwrap().unwrap().unwrap();
+        assert!(t > token, "a reader's token {t} is not above the writer's {token}");
+    }
+    // Both hold now: the release granted them, in Redisson's layout.
+    let fields: i64 = redis::cmd("HLEN").arg(&name).query_async(&mut raw).await.unwrap();
+    assert_eq!(fields, 3, "mode and two readers");
+    // Closing a client gives back its holds.
+    b.close().await;
+    c.close().await;
+    assert!(
+        eventually(Duration::from_secs(5), || async { redis_leftovers(&url, &name).await.is_empty() }).await,
+        "left behind"
+    );
+
+    // A Redisson reader (uuid:thread, count 2, its two timeout keys) holds.
+    let name = unique("rw-redisson");
+    let field = "3f1c9a7e-0000-4000-8000-000000000001:77";
+    let _: () = redis::pipe()
+        .cmd("HSET")
+        .arg(&name)
+        .arg("mode")
+        .arg("read")
+        .arg(field)
+        .arg(2)
+        .ignore()
+        .cmd("PEXPIRE")
+        .arg(&name)
+        .arg(30_000)
+        .ignore()
+        .cmd("SET")
+        .arg(format!("{{{name}}}:{field}:rwlock_timeout:1"))
+        .arg(1)
+        .arg("PX")
+        .arg(30_000)
+        .ignore()
+        .cmd("SET")
+        .arg(format!("{{{name}}}:{field}:rwlock_timeout:2"))
+        .arg(1)
+        .arg("PX")
+        .arg(30_000)
+        .ignore()
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let rw = a.rw_lock(&name).unwrap();
+    match rw.write().acquire_as(OwnerId(1), Some(Duration::ZERO)).await {
+        Err(Error::WouldBlock(_)) => {}
+        other => panic!("our writer beside a Redisson reader: {other:?}"),
+    }
+    let ours = rw.read().acquire_as(OwnerId(2), Some(Duration::ZERO)).await.unwrap();
+    ours.release().await.unwrap();
+    let count: Option<i64> = redis::cmd("HGET").arg(&name).arg(field).query_async(&mut raw).await.unwrap();
+    assert_eq!(count, Some(2), "our reader's release touched Redisson's hold");
+    let _: i64 = redis::cmd("DEL").arg(&name).query_async(&mut raw).await.unwrap();
 }

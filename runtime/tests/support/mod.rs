@@ -73,11 +73,6 @@ pub async fn slot_master(url: &str, key: &str) -> String {
     }
 }
 
-/// The backends with read-write locks.
-pub fn rw_backends() -> Vec<(&'static str, String)> {
-    vec![("zookeeper", zk_url())]
-}
-
 /// Both backends, for tests that must hold on each.
 pub fn backends() -> Vec<(&'static str, String)> {
     vec![("redis", redis_url()), ("zookeeper", zk_url())]
@@ -117,16 +112,22 @@ pub fn lock_keys(name: &str) -> [String; 3] {
     [name.to_owned(), format!("polylock_queue:{{{name}}}"), format!("polylock_queue_deadline:{{{name}}}")]
 }
 
-/// Everything our protocol may leave on Redis for `name`, except the fence counter.
+/// Everything our protocol may leave on Redis for `name`, except the fence
+/// counter: the mutex's keys, a read-write lock's queue keys, and any
+/// reader timeout key (`{name}:*:rwlock_timeout:*`).
 pub async fn redis_leftovers(url: &str, name: &str) -> Vec<String> {
     let mut c = raw_redis(url).await;
     let mut left = Vec::new();
-    for key in lock_keys(name) {
+    let rw_queue = [format!("polylock_rwqueue:{{{name}}}"), format!("polylock_rwqueue_deadline:{{{name}}}")];
+    for key in lock_keys(name).into_iter().chain(rw_queue) {
         let n: i64 = redis::cmd("EXISTS").arg(&key).query_async(&mut c).await.unwrap();
         if n > 0 {
             left.push(key);
         }
     }
+    let pattern = format!("{{{name}}}:*:rwlock_timeout:*");
+    let timeouts: Vec<String> = redis::cmd("KEYS").arg(pattern).query_async(&mut c).await.unwrap();
+    left.extend(timeouts);
     left
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::keys::RedisKeys;
+use super::rw_scripts::{RW_ACQUIRE, RW_LEAVE, RW_RENEW};
 use super::scripts::{ACQUIRE, LEAVE, RENEW};
 use crate::claim::{Claim, Cx, Progress};
 use crate::io::{ConnectionEvent, Notification, RedisOp, RedisValue, Reply};
@@ -38,10 +39,42 @@ enum Phase {
     Finished,
 }
 
+/// Which layout the claim works on: Redisson's `RLock`, or one half of its
+/// `RReadWriteLock` ([`super::rw_scripts`]). Both answer alike, so the
+/// claim's life is the same; only the scripts and their arguments differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RedisRole {
+    Mutex,
+    Read,
+    Write,
+}
+
+impl RedisRole {
+    pub(crate) fn of(mode: crate::LockMode) -> Self {
+        match mode {
+            crate::LockMode::Exclusive => RedisRole::Mutex,
+            crate::LockMode::Read => RedisRole::Read,
+            crate::LockMode::Write => RedisRole::Write,
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            RedisRole::Mutex => "mutex",
+            RedisRole::Read => "read",
+            RedisRole::Write => "write",
+        }
+    }
+}
+
 /// One claim on a Redis lock.
 #[derive(Debug)]
 pub(crate) struct RedisClaim {
     keys: Arc<RedisKeys>,
+    role: RedisRole,
+    /// The owner's [`crate::holder_id`]: a reader's field; a writer's
+    /// field is this and `:write` (Redisson's layout).
+    holder: String,
     field: String,
     /// What this claim is granted for (also by a direct handoff: its queue
     /// member carries it) and how long its queue entry lives unrefreshed.
@@ -96,10 +129,28 @@ impl Terms {
 impl RedisClaim {
     /// `field`: the owner's [`crate::holder_id`]; `claim_id`: 128 bits of
     /// fresh randomness naming this claim's queue entry and channel.
-    pub(crate) fn new(keys: Arc<RedisKeys>, field: String, claim_id: u128, wait: bool, terms: Terms) -> Self {
+    pub(crate) fn new(
+        keys: Arc<RedisKeys>,
+        role: RedisRole,
+        holder: String,
+        claim_id: u128,
+        wait: bool,
+        terms: Terms,
+    ) -> Self {
+        let field = match role {
+            RedisRole::Write => format!("{holder}:write"),
+            RedisRole::Mutex | RedisRole::Read => holder.clone(),
+        };
+        let kind = match role {
+            RedisRole::Mutex => "",
+            RedisRole::Read => "r|",
+            RedisRole::Write => "w|",
+        };
         RedisClaim {
-            member: format!("{field}|{claim_id:032x}|{}", terms.lease.as_millis()),
+            member: format!("{kind}{field}|{claim_id:032x}|{}", terms.lease.as_millis()),
             keys,
+            role,
+            holder,
             field,
             terms,
             wait,
@@ -150,19 +201,26 @@ impl RedisClaim {
             (true, true) => "2",
         };
         let k = &self.keys;
-        let op = Self::eval(
-            cx,
-            &ACQUIRE,
-            vec![k.lock().to_owned(), k.fence().to_owned(), k.queue().to_owned(), k.queue_deadline().to_owned()],
-            vec![
-                self.field.clone(),
-                self.terms.lease.as_millis().to_string(),
-                wait.to_owned(),
-                self.terms.waiter_ttl.as_millis().to_string(),
-                k.channel().to_owned(),
-                self.member.clone(),
-            ],
-        );
+        let mut keys =
+            vec![k.lock().to_owned(), k.fence().to_owned(), k.queue().to_owned(), k.queue_deadline().to_owned()];
+        let mut args = vec![
+            self.field.clone(),
+            self.terms.lease.as_millis().to_string(),
+            wait.to_owned(),
+            self.terms.waiter_ttl.as_millis().to_string(),
+            k.channel().to_owned(),
+            self.member.clone(),
+        ];
+        let script = match self.role {
+            RedisRole::Mutex => &ACQUIRE,
+            RedisRole::Read | RedisRole::Write => {
+                keys.push(self.read_timeout());
+                args.push(self.role.word().to_owned());
+                args.push(format!("{}:write", self.holder));
+                &RW_ACQUIRE
+            }
+        };
+        let op = Self::eval(cx, script, keys, args);
         let id = cx.out.send(op);
         self.woken = false;
         self.timers.clear(Timer::Retry);
@@ -212,30 +270,70 @@ impl RedisClaim {
         }
     }
 
+    /// Read-write locks: our reader timeout key (a writer passes it too,
+    /// unused: every script of the layout declares the same keys).
+    fn read_timeout(&self) -> String {
+        self.keys.read_timeout(&self.holder).unwrap_or_default()
+    }
+
     fn send_leave(&mut self, cx: &mut Cx<'_>) {
         let k = &self.keys;
-        let id = cx.out.send(RedisOp::Eval {
-            script: &LEAVE,
-            keys: vec![k.lock().to_owned(), k.queue().to_owned(), k.queue_deadline().to_owned(), k.fence().to_owned()],
-            args: vec![
-                self.field.clone(),
-                k.channel().to_owned(),
-                k.channel().to_owned(),
-                self.member.clone(),
-                k.shard_channel().filter(|_| cx.cfg.shard_release).unwrap_or_default().to_owned(),
-            ],
-        });
+        let shard = k.shard_channel().filter(|_| cx.cfg.shard_release).unwrap_or_default().to_owned();
+        let op = match self.role {
+            RedisRole::Mutex => RedisOp::Eval {
+                script: &LEAVE,
+                keys: vec![
+                    k.lock().to_owned(),
+                    k.queue().to_owned(),
+                    k.queue_deadline().to_owned(),
+                    k.fence().to_owned(),
+                ],
+                args: vec![
+                    self.field.clone(),
+                    k.channel().to_owned(),
+                    k.channel().to_owned(),
+                    self.member.clone(),
+                    shard,
+                ],
+            },
+            RedisRole::Read | RedisRole::Write => RedisOp::Eval {
+                script: &RW_LEAVE,
+                keys: vec![
+                    k.lock().to_owned(),
+                    k.fence().to_owned(),
+                    k.queue().to_owned(),
+                    k.queue_deadline().to_owned(),
+                    self.read_timeout(),
+                ],
+                args: vec![
+                    self.field.clone(),
+                    k.channel().to_owned(),
+                    k.channel().to_owned(),
+                    self.member.clone(),
+                    shard,
+                    self.role.word().to_owned(),
+                    k.timeout_base().unwrap_or_default().to_owned(),
+                ],
+            },
+        };
+        let id = cx.out.send(op);
         self.timers.clear(Timer::Retry);
         self.phase = Phase::Leaving { req: Some(id) };
     }
 
     fn send_renew(&mut self, cx: &mut Cx<'_>, token: FencingToken) {
-        let op = Self::eval(
-            cx,
-            &RENEW,
-            vec![self.keys.lock().to_owned()],
-            vec![self.field.clone(), self.terms.lease.as_millis().to_string()],
-        );
+        let lease = self.terms.lease.as_millis().to_string();
+        let op = match self.role {
+            RedisRole::Mutex => {
+                Self::eval(cx, &RENEW, vec![self.keys.lock().to_owned()], vec![self.field.clone(), lease])
+            }
+            RedisRole::Read | RedisRole::Write => Self::eval(
+                cx,
+                &RW_RENEW,
+                vec![self.keys.lock().to_owned(), self.read_timeout()],
+                vec![self.field.clone(), lease, self.role.word().to_owned()],
+            ),
+        };
         let id = cx.out.send(op);
         self.phase = Phase::Held { token, renew: Some((id, cx.now)) };
     }

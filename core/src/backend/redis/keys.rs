@@ -13,6 +13,9 @@ pub struct RedisKeys {
     queue: String,
     queue_deadline: String,
     channel: String,
+    /// Read-write locks: Redisson's prefix of a reader's timeout keys
+    /// (`{name}`, or the name itself when it holds a `{`).
+    timeout_base: Option<String>,
 }
 
 impl RedisKeys {
@@ -24,12 +27,39 @@ impl RedisKeys {
             fence: format!("polylock_fence:{suffix}"),
             queue: format!("polylock_queue:{suffix}"),
             queue_deadline: format!("polylock_queue_deadline:{suffix}"),
-            channel: if name.contains('{') {
-                format!("redisson_lock__channel:{name}")
-            } else {
-                format!("redisson_lock__channel:{{{name}}}")
-            },
+            channel: redisson_prefixed("redisson_lock__channel", name),
+            timeout_base: None,
         }
+    }
+
+    /// The keys of the read-write lock `name`: Redisson's `RReadWriteLock`
+    /// hash at the name and its channel `redisson_rwlock:{name}`, the
+    /// lock's one fence counter, and a waiter queue of its own.
+    pub fn of_read_write(name: &LockName) -> Self {
+        let name = name.as_str();
+        let suffix = own_key_suffix(name);
+        RedisKeys {
+            lock: name.to_owned(),
+            fence: format!("polylock_fence:{suffix}"),
+            queue: format!("polylock_rwqueue:{suffix}"),
+            queue_deadline: format!("polylock_rwqueue_deadline:{suffix}"),
+            channel: redisson_prefixed("redisson_rwlock", name),
+            timeout_base: Some(if name.contains('{') { name.to_owned() } else { format!("{{{name}}}") }),
+        }
+    }
+
+    /// Read-write locks: the key whose expiry says reader `field`'s one
+    /// hold is alive (Redisson's `suffixName(name, field:rwlock_timeout):1`;
+    /// polylock keeps one hold per reader on the server). A Redisson
+    /// reader's release recomputes the lock's expiry from these keys.
+    pub fn read_timeout(&self, field: &str) -> Option<String> {
+        self.timeout_base.as_ref().map(|base| format!("{base}:{field}:rwlock_timeout:1"))
+    }
+
+    /// Read-write locks: what every reader's timeout key starts with (the
+    /// scripts name the keys of readers they grant by handoff).
+    pub fn timeout_base(&self) -> Option<&str> {
+        self.timeout_base.as_deref()
     }
 
     /// The lock hash (Redisson layout: the key is the name), field
@@ -74,6 +104,16 @@ impl RedisKeys {
     /// naming: the lock's channel, `:`, the waiter), named by its queue member.
     pub fn waiter_channel(&self, member: &str) -> String {
         format!("{}:{member}", self.channel)
+    }
+}
+
+/// Redisson's `prefixName`: `prefix:name` when the name holds a `{`, else
+/// `prefix:{name}`.
+fn redisson_prefixed(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
     }
 }
 

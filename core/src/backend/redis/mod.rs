@@ -32,14 +32,18 @@
 //! All scripts are idempotent in what they grant, so a request whose reply
 //! was lost is simply sent again (a retried grant gets a new, larger token).
 //!
-//! The pieces: [`scripts`] (the Lua), [`keys`] (where a lock lives),
+//! Read-write locks: Redisson's `RReadWriteLock` layout, with a queue of
+//! their own and the same handoff and fencing ([`rw_scripts`]).
+//!
+//! The pieces: [`scripts`] (the Lua), [`rw_scripts`], [`keys`] (where a lock lives),
 //! `claim` (one claim's life), [`status`] (reading a lock's state).
 
 mod claim;
 pub mod keys;
+pub mod rw_scripts;
 pub mod scripts;
 pub mod status;
 
-pub(crate) use claim::{RedisClaim, Terms};
+pub(crate) use claim::{RedisClaim, RedisRole, Terms};
 pub use keys::RedisKeys;
 pub use scripts::{ACQUIRE, LEAVE, RENEW, STATUS};

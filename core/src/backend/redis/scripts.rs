@@ -222,12 +222,20 @@ return 0
 "#,
 };
 
-/// KEYS: lock, fence, queue. Returns `{holder field or '', pttl, last token, waiters}`:
-/// what `polylock status` shows. Read-only.
+/// KEYS: lock, fence, queue, read-write queue. Returns `{holder field or
+/// '', pttl, last token, waiters, readers}`: what `polylock status` shows.
+/// A read-write lock's hash holds `mode` beside its holders' fields; while
+/// it is `read`, every holder is a reader. Read-only.
 pub static STATUS: Script = Script {
     name: "polylock_status",
-    source: r#"-- polylock status v1
-local h = redis.call('HKEYS', KEYS[1])[1] or ''
-return {h, redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('ZCARD', KEYS[3])}
+    source: r#"-- polylock status v2
+local holders = {}
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  if f ~= 'mode' then holders[#holders + 1] = f end
+end
+local readers = 0
+if redis.call('HGET', KEYS[1], 'mode') == 'read' then readers = #holders end
+local waiters = redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[4])
+return {holders[1] or '', redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '0'), waiters, readers}
 "#,
 };

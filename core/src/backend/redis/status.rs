@@ -11,8 +11,11 @@ use crate::{Backend, Error};
 pub(crate) struct RedisStatusRead;
 
 impl RedisStatusRead {
-    pub(crate) fn start(keys: &RedisKeys) -> (Self, Op) {
-        let keys = vec![keys.lock().to_owned(), keys.fence().to_owned(), keys.queue().to_owned()];
+    /// `keys` of the mutex and `rw` of the read-write lock of one name:
+    /// the status shows whichever holds it.
+    pub(crate) fn start(keys: &RedisKeys, rw: &RedisKeys) -> (Self, Op) {
+        let keys =
+            vec![keys.lock().to_owned(), keys.fence().to_owned(), keys.queue().to_owned(), rw.queue().to_owned()];
         (RedisStatusRead, Op::Redis(RedisOp::Eval { script: &STATUS, keys, args: vec![] }))
     }
 
@@ -24,7 +27,8 @@ impl RedisStatusRead {
 fn decode(reply: Reply) -> Result<LockStatus, Error> {
     match reply {
         Reply::Redis(RedisValue::Array(v)) => match v.as_slice() {
-            [RedisValue::Bulk(h), RedisValue::Int(ttl), RedisValue::Int(token), RedisValue::Int(w)] => {
+            [RedisValue::Bulk(h), RedisValue::Int(ttl), RedisValue::Int(token), RedisValue::Int(w), RedisValue::Int(r)] =>
+            {
                 let holder = String::from_utf8_lossy(h).into_owned();
                 Ok(LockStatus {
                     held: !holder.is_empty(),
@@ -32,7 +36,7 @@ fn decode(reply: Reply) -> Result<LockStatus, Error> {
                     fencing_token: u64::try_from(*token).ok().filter(|t| *t > 0),
                     waiters: usize::try_from(*w).ok(),
                     ttl_ms: (*ttl >= 0).then_some(*ttl),
-                    readers: 0,
+                    readers: u32::try_from(*r).unwrap_or(0),
                 })
             }
             other => Err(Error::Protocol(format!("unexpected status reply {other:?}"))),
@@ -53,6 +57,7 @@ mod tests {
             RedisValue::Int(ttl),
             RedisValue::Int(token),
             RedisValue::Int(waiters),
+            RedisValue::Int(0),
         ]))
     }
 

@@ -1,0 +1,236 @@
+//! The Lua scripts of the Redis read-write lock: Redisson's
+//! `RReadWriteLock` layout, with polylock's waiter queue, direct handoff
+//! and fencing beside it. They answer as the mutex's scripts do
+//! ([`super::scripts`]), so one claim drives either.
+//!
+//! Layout: one hash at the name, field `mode` = `read` or `write`; a
+//! reader's field `<holder id>`, a writer's `<holder id>:write`, each with
+//! hold count 1 (reentrancy is the client's); per reader a key
+//! `{name}:<holder id>:rwlock_timeout:1` with the reader's lease as TTL, as
+//! Redisson keeps one per read hold (a Redisson reader's release recomputes
+//! the hash's expiry from them, so our readers must have theirs). The
+//! hash's expiry is never shortened by a grant or renewal: it lives as long
+//! as its longest-lived holder. Waiters queue in `polylock_rwqueue:K`
+//! (members `r|<field>|<claim id>|<lease ms>` or `w|...`), and a waiting
+//! writer blocks later readers (Redisson has no such rule; Curator does).
+
+use crate::io::Script;
+
+/// Shared Lua of the read-write scripts: the clock, the queue walk (dead
+/// waiters dropped), and a grant by handoff. KEYS[1] lock, KEYS[2] fence,
+/// KEYS[3] queue, KEYS[4] queue deadlines.
+macro_rules! rw_prelude {
+    () => {
+        r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- The live queue, in order (members whose deadline passed are dropped).
+local function live_queue()
+  local live = {}
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+    local d = tonumber(redis.call('ZSCORE', KEYS[4], m))
+    if d and d > now then
+      live[#live + 1] = m
+    else
+      redis.call('ZREM', KEYS[3], m)
+      redis.call('ZREM', KEYS[4], m)
+    end
+  end
+  return live
+end
+local function token_for(lease)
+  local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now_us)
+  local px = math.max(tonumber(redis.call('PTTL', KEYS[2])), tonumber(lease))
+  -- %.0f: tostring would print a large token in float notation.
+  redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', px)
+  return token
+end
+-- Makes `field` a holder in `mode` for `lease` ms; `timeout` is a reader's key.
+local function hold(mode, field, lease, timeout)
+  if redis.call('HGET', KEYS[1], 'mode') ~= 'write' then
+    redis.call('HSET', KEYS[1], 'mode', mode)
+  end
+  redis.call('HSET', KEYS[1], field, 1)
+  if mode == 'read' then
+    redis.call('SET', timeout, 1, 'PX', lease)
+  end
+  if redis.call('PTTL', KEYS[1]) < tonumber(lease) then
+    redis.call('PEXPIRE', KEYS[1], lease)
+  end
+  return token_for(lease)
+end
+"#
+    };
+}
+
+/// KEYS: lock, fence, queue, queue deadlines, our reader timeout key (a
+/// writer passes it too: unused).
+/// ARGV: field (a writer's ends in `:write`), lease ms, wait ('0' try,
+/// '1' queue or refresh our place, '2' the recheck after subscribing),
+/// waiter TTL ms, waiter channel prefix, our queue member, `read` or
+/// `write`, the owner's writer field (a reader: its write hold makes this
+/// a downgrade).
+/// Returns `{1, token}` when granted, else `{0, pttl, first}`; `first` is 1
+/// when only a holder stands in our way (nobody queued ahead of a writer,
+/// no writer queued ahead of a reader): that waiter tries again on
+/// Redisson's release message.
+pub static RW_ACQUIRE: Script = Script {
+    name: "polylock_rw_acquire",
+    source: concat!(
+        "-- polylock rw acquire v1\n",
+        rw_prelude!(),
+        r#"
+local reading = ARGV[7] == 'read'
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  -- Ours already: a grant whose reply was lost.
+  return {1, hold(ARGV[7], ARGV[1], ARGV[2], KEYS[5])}
+end
+local mode = redis.call('HGET', KEYS[1], 'mode')
+if reading and mode == 'write' and redis.call('HEXISTS', KEYS[1], ARGV[8]) == 1 then
+  -- A downgrade: the writer reads beside its own write hold.
+  return {1, hold('read', ARGV[1], ARGV[2], KEYS[5])}
+end
+local live = live_queue()
+-- Who is ahead of us: everyone before our place, or everyone if we have none.
+local ahead = #live
+for i, m in ipairs(live) do
+  if m == ARGV[6] then ahead = i - 1 break end
+end
+local blocked = false
+local first = true
+for i = 1, ahead do
+  if not reading or string.sub(live[i], 1, 2) == 'w|' then
+    blocked = true
+    first = false
+    break
+  end
+end
+-- A hash without a mode (a mutex's, say) is foreign: busy for both halves.
+local free = redis.call('EXISTS', KEYS[1]) == 0 or (reading and mode == 'read')
+if free and not blocked then
+  redis.call('ZREM', KEYS[3], ARGV[6])
+  redis.call('ZREM', KEYS[4], ARGV[6])
+  return {1, hold(ARGV[7], ARGV[1], ARGV[2], KEYS[5])}
+end
+if ARGV[3] == '0' then
+  return {0, redis.call('PTTL', KEYS[1]), 0}
+end
+local upkeep = ARGV[3] == '1'
+if ARGV[3] == '2' then
+  upkeep = (tonumber(redis.call('ZSCORE', KEYS[4], ARGV[6])) or 0) <= now
+end
+if upkeep then
+  redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[6])
+  redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), ARGV[6])
+  for _, k in ipairs({KEYS[3], KEYS[4]}) do
+    if redis.call('PTTL', k) < tonumber(ARGV[4]) then
+      redis.call('PEXPIRE', k, ARGV[4])
+    end
+  end
+end
+local head = 0
+if first then head = 1 end
+return {0, redis.call('PTTL', KEYS[1]), head}
+"#
+    ),
+};
+
+/// KEYS: lock, fence, queue, queue deadlines, our reader timeout key.
+/// ARGV: field, Redisson's channel, waiter channel prefix, our queue
+/// member, Redisson's shard channel (empty for none), `read` or `write`,
+/// the reader timeout key base (`{name}`: a handed-over reader's key is
+/// `<base>:<field>:rwlock_timeout:1`).
+/// Leaves the lock and the queue: ends our hold if we have one (the hash
+/// goes when its last holder does; a writer leaving its downgraded read
+/// hold behind turns the lock to `read`), drops our queue entry, then
+/// hands the lock on directly: to the first live waiter if it is a writer
+/// and the lock is free, or to every reader at the front of the queue up
+/// to the first writer when the lock is free or read. Each grantee's token
+/// is published on its channel; a release that hands to nobody and frees
+/// the lock publishes Redisson's message (`0` after a read release, `1`
+/// after a write release). Returns 1 if we held the lock, else 0.
+pub static RW_LEAVE: Script = Script {
+    name: "polylock_rw_leave",
+    source: concat!(
+        "-- polylock rw leave v1\n",
+        rw_prelude!(),
+        r#"
+local held = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
+-- Our timeout key, held or not (a lost reader's outlives its hold); only
+-- this owner's claims use it, one at a time.
+if ARGV[6] == 'read' then redis.call('DEL', KEYS[5]) end
+if held then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  local fields = redis.call('HKEYS', KEYS[1])
+  local writers, others = 0, 0
+  for _, f in ipairs(fields) do
+    if f ~= 'mode' then
+      others = others + 1
+      if string.sub(f, -6) == ':write' then writers = writers + 1 end
+    end
+  end
+  if others == 0 then
+    redis.call('DEL', KEYS[1])
+  elseif writers == 0 then
+    redis.call('HSET', KEYS[1], 'mode', 'read')
+  end
+end
+redis.call('ZREM', KEYS[3], ARGV[4])
+redis.call('ZREM', KEYS[4], ARGV[4])
+local free = redis.call('EXISTS', KEYS[1]) == 0
+local reading = redis.call('HGET', KEYS[1], 'mode') == 'read'
+local handed = false
+if free or reading then
+  for i, m in ipairs(live_queue()) do
+    local kind, field, lease = string.match(m, '^([rw])|(.*)|[^|]*|(%d+)$')
+    if not kind then break end
+    if kind == 'w' then
+      if i > 1 or not free then break end
+      local token = hold('write', field, lease, nil)
+      redis.call('ZREM', KEYS[3], m)
+      redis.call('ZREM', KEYS[4], m)
+      redis.call('PUBLISH', ARGV[3] .. ':' .. m, string.format('%.0f', token))
+      handed = true
+      break
+    end
+    local token = hold('read', field, lease, ARGV[7] .. ':' .. field .. ':rwlock_timeout:1')
+    redis.call('ZREM', KEYS[3], m)
+    redis.call('ZREM', KEYS[4], m)
+    redis.call('PUBLISH', ARGV[3] .. ':' .. m, string.format('%.0f', token))
+    handed = true
+  end
+end
+if held and not handed and redis.call('EXISTS', KEYS[1]) == 0 then
+  local message = '0'
+  if ARGV[6] == 'write' then message = '1' end
+  redis.call('PUBLISH', ARGV[2], message)
+  if ARGV[5] and ARGV[5] ~= '' then
+    redis.pcall('SPUBLISH', ARGV[5], message)
+  end
+end
+if held then return 1 end
+return 0
+"#
+    ),
+};
+
+/// KEYS: lock, our reader timeout key. ARGV: field, lease ms, `read` or
+/// `write`. Extends our hold if our field still holds the lock: the
+/// reader's timeout key to the lease, the hash to at least the lease.
+/// Returns 1, else 0 (we lost it).
+pub static RW_RENEW: Script = Script {
+    name: "polylock_rw_renew",
+    source: r#"-- polylock rw renew v1
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+if ARGV[3] == 'read' then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+"#,
+};
