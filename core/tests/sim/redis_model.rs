@@ -142,6 +142,9 @@ impl RedisModel {
         let reply = match script {
             "polylock_acquire" => self.acquire(now, keys, args, &mut publish),
             "polylock_leave" => self.leave(now, keys, args, &mut publish),
+            "polylock_rw_acquire" => self.rw_acquire(now, keys, args),
+            "polylock_rw_leave" => self.rw_leave(now, keys, args, &mut publish),
+            "polylock_rw_renew" => self.rw_renew(now, keys, args),
             "polylock_renew" => {
                 let lease: u64 = args[1].parse().unwrap();
                 if self.hexists(now, &keys[0], &args[0]) {
@@ -275,6 +278,197 @@ impl RedisModel {
             }
         }
         RedisValue::Int(held as i64)
+    }
+
+    // ---- the read-write lock's scripts (rw_scripts.rs), line for line --
+    // The hash's `mode` field is stored as 1 (`read`) or 2 (`write`).
+
+    fn rw_mode(&mut self, now: u64, lock: &str) -> Option<i64> {
+        match self.live(now, lock) {
+            Some(Value::Hash(h)) => h.get("mode").copied(),
+            _ => None,
+        }
+    }
+
+    /// `live_queue`: the live members in order, dead ones dropped.
+    fn rw_live_queue(&mut self, now: u64, q: &str, d: &str) -> Vec<String> {
+        let mut members: Vec<(String, f64)> = match self.zset(now, q) {
+            Some(z) => z.iter().map(|(m, s)| (m.clone(), *s)).collect(),
+            None => Vec::new(),
+        };
+        members.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap().then_with(|| a.0.cmp(&b.0)));
+        let mut live = Vec::new();
+        for (m, _) in members {
+            let deadline = self.zset(now, d).and_then(|z| z.get(&m).copied());
+            if deadline.is_some_and(|t| t > now as f64) {
+                live.push(m);
+            } else {
+                self.zrem(now, q, &m);
+                self.zrem(now, d, &m);
+            }
+        }
+        live
+    }
+
+    /// `hold`: `field` holds in `mode` (1 read, 2 write) for `lease`, with the next token.
+    #[allow(clippy::too_many_arguments)]
+    fn rw_hold(
+        &mut self,
+        now: u64,
+        now_us: i64,
+        k: &[String],
+        mode: i64,
+        field: &str,
+        lease: u64,
+        timeout: &str,
+    ) -> i64 {
+        let lock = &k[0];
+        if !self.exists(now, lock) {
+            self.keys.insert(lock.clone(), (Value::Hash(BTreeMap::new()), None));
+        }
+        let Some(Value::Hash(h)) = self.live(now, lock) else { panic!("{lock} is not a hash") };
+        if h.get("mode") != Some(&2) {
+            h.insert("mode".into(), mode);
+        }
+        h.insert(field.to_owned(), 1);
+        if mode == 1 {
+            self.keys.insert(timeout.to_owned(), (Value::Counter(1), Some(now + lease)));
+        }
+        if self.pttl(now, lock) < lease as i64 {
+            self.pexpire(now, lock, lease);
+        }
+        // token_for: the fence keeps the longer of its TTL and this lease.
+        let keep = self.pttl(now, &k[1]).max(lease as i64) as u64;
+        let token = self.next_token(now, now_us, &k[1], keep);
+        let owner = field.strip_suffix(":write").unwrap_or(field);
+        self.grants.push((now, owner.to_owned(), token as u64, lock.clone()));
+        token
+    }
+
+    fn rw_acquire(&mut self, now: u64, k: &[String], a: &[String]) -> RedisValue {
+        self.acquire_calls += 1;
+        let (lock, q, d, timeout) = (&k[0], &k[2], &k[3], &k[4]);
+        let (field, lease, wait, wttl, member) =
+            (&a[0], a[1].parse::<u64>().unwrap(), a[2].as_str(), a[3].parse::<u64>().unwrap(), &a[5]);
+        let reading = a[6] == "read";
+        let mode_arg = if reading { 1 } else { 2 };
+        let now_us = self.time_us(now);
+        let granted = |token: i64| RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)]);
+        if self.hexists(now, lock, field) {
+            return granted(self.rw_hold(now, now_us, k, mode_arg, field, lease, timeout));
+        }
+        let mode = self.rw_mode(now, lock);
+        if reading && mode == Some(2) && self.hexists(now, lock, &a[7]) {
+            return granted(self.rw_hold(now, now_us, k, 1, field, lease, timeout));
+        }
+        let live = self.rw_live_queue(now, q, d);
+        let ahead = live.iter().position(|m| m == member).unwrap_or(live.len());
+        let blocked = live[..ahead].iter().any(|m| !reading || m.starts_with("w|"));
+        let free = !self.exists(now, lock) || (reading && mode == Some(1));
+        if free && !blocked {
+            self.zrem(now, q, member);
+            self.zrem(now, d, member);
+            return granted(self.rw_hold(now, now_us, k, mode_arg, field, lease, timeout));
+        }
+        if wait == "0" {
+            return RedisValue::Array(vec![
+                RedisValue::Int(0),
+                RedisValue::Int(self.pttl(now, lock)),
+                RedisValue::Int(0),
+            ]);
+        }
+        let upkeep = match wait {
+            "1" => true,
+            _ => self.zset(now, d).and_then(|z| z.get(member.as_str()).copied()).is_none_or(|t| t <= now as f64),
+        };
+        if upkeep {
+            let arrival = now as f64 * 1000.0 + (self.acquire_calls % 1000) as f64;
+            self.zadd(now, q, member, arrival, true);
+            self.zadd(now, d, member, (now + wttl) as f64, false);
+            for key in [q, d] {
+                if self.pttl(now, key) < wttl as i64 {
+                    self.pexpire(now, key, wttl);
+                }
+            }
+        }
+        let head = !blocked;
+        RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(self.pttl(now, lock)), RedisValue::Int(head as i64)])
+    }
+
+    fn rw_leave(&mut self, now: u64, k: &[String], a: &[String], publish: &mut Vec<(String, String)>) -> RedisValue {
+        let (lock, q, d, timeout) = (&k[0], &k[2], &k[3], &k[4]);
+        let (field, channel, prefix, member, base) = (&a[0], &a[1], &a[2], &a[3], &a[6]);
+        let reading = a[5] == "read";
+        let now_us = self.time_us(now);
+        let held = self.hexists(now, lock, field);
+        if reading {
+            self.keys.remove(timeout);
+        }
+        if held {
+            let Some(Value::Hash(h)) = self.live(now, lock) else { unreachable!() };
+            h.remove(field.as_str());
+            let others: Vec<&String> = h.keys().filter(|f| *f != "mode").collect();
+            let writers = others.iter().filter(|f| f.ends_with(":write")).count();
+            let none = others.is_empty();
+            if none {
+                self.keys.remove(lock);
+                self.releases += 1;
+            } else if writers == 0 {
+                h.insert("mode".into(), 1);
+            }
+        }
+        self.zrem(now, q, member);
+        self.zrem(now, d, member);
+        let free = !self.exists(now, lock);
+        let read_mode = self.rw_mode(now, lock) == Some(1);
+        let mut handed = false;
+        if free || read_mode {
+            for (i, m) in self.rw_live_queue(now, q, d).into_iter().enumerate() {
+                let parts: Vec<&str> = m.split('|').collect();
+                let [kind, f, _, l] = parts.as_slice() else { break };
+                let (f, lease) = (f.to_string(), l.parse::<u64>().unwrap());
+                if *kind == "w" {
+                    if i > 0 || !free {
+                        break;
+                    }
+                    let token = self.rw_hold(now, now_us, k, 2, &f, lease, "");
+                    self.zrem(now, q, &m);
+                    self.zrem(now, d, &m);
+                    publish.push((format!("{prefix}:{m}"), token.to_string()));
+                    self.wakeups_sent += 1;
+                    handed = true;
+                    break;
+                }
+                let token = self.rw_hold(now, now_us, k, 1, &f, lease, &format!("{base}:{f}:rwlock_timeout:1"));
+                self.zrem(now, q, &m);
+                self.zrem(now, d, &m);
+                publish.push((format!("{prefix}:{m}"), token.to_string()));
+                self.wakeups_sent += 1;
+                handed = true;
+            }
+        }
+        if held && !handed && !self.exists(now, lock) {
+            let message = if reading { "0" } else { "1" };
+            publish.push((channel.clone(), message.into()));
+            if let Some(shard) = a.get(4).filter(|c| !c.is_empty()) {
+                publish.push((format!("shard:{shard}"), message.into()));
+            }
+        }
+        RedisValue::Int(held as i64)
+    }
+
+    fn rw_renew(&mut self, now: u64, k: &[String], a: &[String]) -> RedisValue {
+        let lease: u64 = a[1].parse().unwrap();
+        if !self.hexists(now, &k[0], &a[0]) {
+            return RedisValue::Int(0);
+        }
+        if a[2] == "read" {
+            self.pexpire(now, &k[1], lease);
+        }
+        if self.pttl(now, &k[0]) < lease as i64 {
+            self.pexpire(now, &k[0], lease);
+        }
+        RedisValue::Int(1)
     }
 
     /// The server's `TIME` in microseconds. The model's clock counts

@@ -730,8 +730,10 @@ impl Claim for RedisClaim {
         self.field.clone()
     }
 
+    /// The owner's id, which names our field (a writer's with `:write`):
+    /// the machine compares it with the owner's [`crate::holder_id`].
     fn shared_identity(&self) -> Option<&str> {
-        Some(&self.field)
+        Some(&self.holder)
     }
 
     fn refusal(&self) -> Option<&str> {
