@@ -44,6 +44,7 @@ pub(crate) struct Classes {
     lost: GlobalRef,
     closed: GlobalRef,
     unavailable: GlobalRef,
+    upgrade_refused: GlobalRef,
     illegal_argument: GlobalRef,
     illegal_monitor: GlobalRef,
     illegal_state: GlobalRef,
@@ -65,6 +66,7 @@ pub(crate) fn init_classes(env: &mut JNIEnv) -> Outcome<()> {
         lost: global("io/polylock/LockLostException")?,
         closed: global("io/polylock/LockClosedException")?,
         unavailable: global("io/polylock/LockUnavailableException")?,
+        upgrade_refused: global("io/polylock/LockUpgradeRefusedException")?,
         illegal_argument: global("java/lang/IllegalArgumentException")?,
         illegal_monitor: global("java/lang/IllegalMonitorStateException")?,
         illegal_state: global("java/lang/IllegalStateException")?,
@@ -89,6 +91,7 @@ fn classify(failure: &Failure) -> (&'static GlobalRef, String, Vec<Option<String
                 K::Lost => (&c.lost, vec![owned(e.lock_name()), e.reason()]),
                 K::Closed => (&c.closed, vec![]),
                 K::Unavailable => (&c.unavailable, vec![owned(e.reply())]),
+                K::UpgradeRefused => (&c.upgrade_refused, vec![owned(e.lock_name())]),
                 _ => (&c.lock, vec![]),
             };
             (class, e.to_string(), fields)

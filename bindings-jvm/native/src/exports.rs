@@ -147,6 +147,26 @@ pub extern "system" fn Java_io_polylock_Native_lockNew<'l>(
     })
 }
 
+/// One half of the read-write lock `name`: the write half if `write`.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_lockNewReadWrite<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    client: jlong,
+    name: JString<'l>,
+    lease_ms: jlong,
+    write: jboolean,
+) -> jlong {
+    guarded(&mut env, 0, |env| {
+        let h = handles::get::<ClientHandle>(client)?;
+        let name = string(env, &name)?;
+        let lease = (lease_ms != UNSET).then(|| millis(lease_ms));
+        let rw = h.client.rw_lock_with(&name, LockOptions { lease })?;
+        let half = if write != 0 { rw.write() } else { rw.read() };
+        Ok(handles::into_handle(LockHandle::new(half.clone())))
+    })
+}
+
 #[no_mangle]
 pub extern "system" fn Java_io_polylock_Native_lockFree<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>, lock: jlong) {
     guarded(&mut env, (), |_| {

@@ -79,6 +79,26 @@ public final class LockClient implements AutoCloseable {
         return withHandle(h -> new DistributedLock(name, Native.lockNew(h, name, leaseMs)));
     }
 
+    /**
+     * A read-write lock named {@code name}: {@code readLock()} and
+     * {@code writeLock()} are {@link DistributedLock}s. Use a name either as a
+     * mutex or as a read-write lock: their server layouts differ. No I/O.
+     *
+     * @throws IllegalArgumentException the name is empty, too long or malformed
+     */
+    public DistributedReadWriteLock newReadWriteLock(String name) {
+        return newReadWriteLock(name, null);
+    }
+
+    /** {@link #newReadWriteLock(String)} with its own Redis lease for both halves ({@code null}: the client's). */
+    public DistributedReadWriteLock newReadWriteLock(String name, Duration lease) {
+        Objects.requireNonNull(name, "name");
+        long leaseMs = lease == null ? Native.UNSET : lease.toMillis();
+        return withHandle(h -> new DistributedReadWriteLock(name,
+                new DistributedLock(name, Native.lockNewReadWrite(h, name, leaseMs, false)),
+                new DistributedLock(name, Native.lockNewReadWrite(h, name, leaseMs, true))));
+    }
+
     /** {@code "redis"} or {@code "zookeeper"}. */
     public String backend() {
         return withHandle(Native::clientBackend);

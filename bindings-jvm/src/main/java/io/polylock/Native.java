@@ -38,6 +38,9 @@ final class Native {
 
     static native long lockNew(long client, String name, long leaseMs);
 
+    /** One half of the read-write lock {@code name}: the write half if {@code write}. */
+    static native long lockNewReadWrite(long client, String name, long leaseMs, boolean write);
+
     static native void lockFree(long lock);
 
     static native int lockHoldCount(long lock, long owner);

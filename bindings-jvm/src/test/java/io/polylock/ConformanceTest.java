@@ -191,6 +191,9 @@ class ConformanceTest {
         if (e instanceof LockConnectException) {
             return "connect_error";
         }
+        if (e instanceof LockUpgradeRefusedException) {
+            return "upgrade_refused";
+        }
         if (e instanceof IllegalArgumentException) {
             return illegalArgument;
         }
@@ -209,6 +212,8 @@ class ConformanceTest {
         final UnifiedJedis inspector;
         final List<LockClient> clients = new ArrayList<>();
         final List<DistributedLock> locks = new ArrayList<>();
+        /** Each client's read-write lock of the same name (steps with a "mode"). */
+        final List<DistributedReadWriteLock> rwLocks = new ArrayList<>();
         /** onLost notices per client's lock (one lock per client and scenario). */
         final List<AtomicLong> losses = new ArrayList<>();
         final Map<String, ExecutorService> owners = new HashMap<>();
@@ -241,14 +246,18 @@ class ConformanceTest {
                     LockClient c = LockClient.connect(url, opts);
                     clients.add(c);
                     DistributedLock lock = c.newLock(name);
+                    DistributedReadWriteLock rw = c.newReadWriteLock(name);
                     AtomicLong lost = new AtomicLong();
-                    lock.onLost(() -> {
-                        synchronized (lost) {
-                            lost.incrementAndGet();
-                            lost.notifyAll();
-                        }
-                    });
+                    for (DistributedLock l : List.of(lock, rw.readLock(), rw.writeLock())) {
+                        l.onLost(() -> {
+                            synchronized (lost) {
+                                lost.incrementAndGet();
+                                lost.notifyAll();
+                            }
+                        });
+                    }
                     locks.add(lock);
+                    rwLocks.add(rw);
                     losses.add(lost);
                 }
                 int i = 0;
@@ -314,6 +323,16 @@ class ConformanceTest {
             }
         }
 
+        /** Client {@code c}'s lock in the step's mode: the mutex, or a half of the read-write lock. */
+        DistributedLock lockFor(int c, JsonNode step) {
+            return switch (step.path("mode").asText("")) {
+                case "" -> locks.get(c);
+                case "read" -> rwLocks.get(c).readLock();
+                case "write" -> rwLocks.get(c).writeLock();
+                default -> throw new IllegalArgumentException("unknown mode " + step.get("mode"));
+            };
+        }
+
         void step(JsonNode step, String ctx) throws Exception {
             String op = step.get("op").asText();
             int c = step.path("client").asInt(0);
@@ -321,7 +340,7 @@ class ConformanceTest {
             String expect = step.path("expect").asText("");
             switch (op) {
                 case "acquire" -> {
-                    DistributedLock lock = locks.get(c);
+                    DistributedLock lock = lockFor(c, step);
                     long before = losses.get(c).get();
                     long started = System.nanoTime();
                     String[] r = as(c, owner, () -> acquireOnOwnerThread(lock, step.get("timeout_ms")));
@@ -341,7 +360,7 @@ class ConformanceTest {
                     }
                 }
                 case "release" -> {
-                    DistributedLock lock = locks.get(c);
+                    DistributedLock lock = lockFor(c, step);
                     String got = as(c, owner, () -> {
                         try {
                             lock.unlock();
@@ -353,7 +372,7 @@ class ConformanceTest {
                     assertEquals(expect, got, ctx);
                 }
                 case "start_acquire" -> {
-                    DistributedLock lock = locks.get(c);
+                    DistributedLock lock = lockFor(c, step);
                     Background b = mode.equals("async")
                             ? new Background(c, owner, lock, null, as(c, owner, lock::lockAsync))
                             : new Background(c, owner, lock,
@@ -395,7 +414,7 @@ class ConformanceTest {
                     }
                 }
                 case "hold_count" -> {
-                    DistributedLock lock = locks.get(c);
+                    DistributedLock lock = lockFor(c, step);
                     if (background.values().stream().anyMatch(b -> b.client() == c && b.owner() == owner && b.waiting() != null)) {
                         System.err.println("conformance: not expressible in Java: " + ctx + " (" + mode
                                 + " mode): the owner's thread is blocked in lockInterruptibly(), and getHoldCount() "
@@ -507,7 +526,8 @@ class ConformanceTest {
                 return zkChildren().toString();
             }
             List<String> left = new ArrayList<>();
-            for (String k : List.of(name, "polylock_queue:{" + name + "}", "polylock_queue_deadline:{" + name + "}")) {
+            for (String k : List.of(name, "polylock_queue:{" + name + "}", "polylock_queue_deadline:{" + name + "}",
+                    "polylock_rwqueue:{" + name + "}", "polylock_rwqueue_deadline:{" + name + "}")) {
                 if (inspector.exists(k)) {
                     left.add(k);
                 }
