@@ -115,6 +115,20 @@ function build(native) {
       return new Lock(callSync(name, () => this.#native.lock(name, leaseMs)), this)
     }
 
+    /**
+     * The read-write lock `name`: `.read` and `.write` are Locks (shared and
+     * exclusive halves). Inside `withLock` of `.read`, `.write` is refused
+     * with UpgradeRefusedError; inside `withLock` of `.write`, `.read` is
+     * granted at once (downgrade).
+     */
+    rwLock(name, options) {
+      checkString('name', name)
+      const o = checkOptions('options', options)
+      const leaseMs = checkMs('leaseMs', o.leaseMs, { min: 1 })
+      const half = (write) => new Lock(callSync(name, () => this.#native.rwLockHalf(name, leaseMs, write)), this)
+      return Object.freeze({ name, read: half(false), write: half(true) })
+    }
+
     status(name) {
       checkString('name', name)
       return call(name, () => this.#native.status(name))

@@ -76,6 +76,17 @@ class ClientClosedError extends LockError {
   }
 }
 
+/**
+ * An owner holding the read half of a read-write lock asked for its write
+ * half: refused at once (it would wait for itself). Release the read hold first.
+ */
+class UpgradeRefusedError extends LockError {
+  constructor(message, options) {
+    super(message, options)
+    this.code = 'POLYLOCK_UPGRADE_REFUSED'
+  }
+}
+
 /** What starts the message of every native polylock error. */
 const PAYLOAD_PREFIX = 'polylock:'
 
@@ -133,6 +144,8 @@ function fromNative(err, lockName) {
       return new LockLostError(message, { ...opts, reason: p.reason ?? undefined })
     case 'closed':
       return new ClientClosedError(message, opts)
+    case 'upgrade_refused':
+      return new UpgradeRefusedError(message, opts)
     case 'cancelled':
       return abortError(undefined)
     default:
@@ -148,6 +161,7 @@ module.exports = {
   NotHeldError,
   ConnectionError,
   ClientClosedError,
+  UpgradeRefusedError,
   abortError,
   fromNative,
 }

@@ -62,6 +62,15 @@ export interface AcquireOptions {
   signal?: AbortSignal
 }
 
+/** A read-write lock: many readers or one writer (see {@link Client.rwLock}). */
+export interface ReadWriteLock {
+  readonly name: string
+  /** The shared half. */
+  readonly read: Lock
+  /** The exclusive half; a waiting writer blocks new readers. */
+  readonly write: Lock
+}
+
 /** A lock as the server sees it (read-only, see {@link Client.status}). */
 export interface LockStatus {
   /** Held by anyone, in any process. */
@@ -94,6 +103,13 @@ export declare class Client implements AsyncDisposable {
    * @throws {ClientClosedError} after {@link Client.close}.
    */
   lock(name: string, options?: LockOptions): Lock
+  /**
+   * The read-write lock `name` (no I/O): `read` and `write` are its halves,
+   * each a {@link Lock}. Inside `read.withLock`, `write.acquire()` rejects with
+   * {@link UpgradeRefusedError}; inside `write.withLock`, `read.acquire()` is
+   * granted at once (downgrade). Not in `polylock/wasm` (a RangeError there).
+   */
+  rwLock(name: string, options?: LockOptions): ReadWriteLock
   /** Reads who holds `name` right now, from the server. */
   status(name: string): Promise<LockStatus>
   /**
@@ -201,3 +217,5 @@ export declare class ConnectionError extends LockError {
 }
 /** The client was closed. */
 export declare class ClientClosedError extends LockError {}
+/** An owner holding the read half asked for the write half: refused at once (`code: 'POLYLOCK_UPGRADE_REFUSED'`). */
+export declare class UpgradeRefusedError extends LockError {}

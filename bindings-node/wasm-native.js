@@ -397,6 +397,14 @@ class WasmClient {
     return new WasmLock(this, name, leaseMs)
   }
 
+  rwLockHalf(name) {
+    // The table in WebAssembly runs the mutex only, for now.
+    throw nativeError({
+      kind: 'invalid_option',
+      message: `read-write lock ${JSON.stringify(name)}: not supported in polylock/wasm; use the polylock package`,
+    })
+  }
+
   status(name) {
     if (this.#closed) return Promise.reject(failure(this.#mod, this.#handle, { kind: 'closed' }))
     const id = this.#call({ op: 'status', name })

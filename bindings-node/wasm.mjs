@@ -13,5 +13,6 @@ export const {
   NotHeldError,
   ConnectionError,
   ClientClosedError,
+  UpgradeRefusedError,
 } = polylock
 export default polylock

@@ -109,6 +109,15 @@ impl NativeClient {
         Ok(NativeLock::new(lock))
     }
 
+    /// One half of the read-write lock `name` (the write half if `write`);
+    /// validates the name and lease, no I/O.
+    #[napi]
+    pub fn rw_lock_half(&self, name: String, lease_ms: Option<f64>, write: bool) -> napi::Result<NativeLock> {
+        let lease = lease_ms.map(|ms| millis("leaseMs", ms)).transpose()?;
+        let rw = self.client()?.rw_lock_with(&name, polylock::LockOptions { lease }).napi_err()?;
+        Ok(NativeLock::new(if write { rw.write() } else { rw.read() }.clone()))
+    }
+
     /// Reads a lock's state from the server.
     #[napi]
     pub fn status<'env>(&self, env: &'env Env, name: String) -> napi::Result<PromiseRaw<'env, NativeStatus>> {

@@ -101,7 +101,9 @@ export async function redisLeftovers(url, name) {
   const raw = await rawRedis(url)
   try {
     const left = []
-    for (const key of [name, `polylock_queue:{${name}}`, `polylock_queue_deadline:{${name}}`]) {
+    const mutex = [name, `polylock_queue:{${name}}`, `polylock_queue_deadline:{${name}}`]
+    const rw = [`polylock_rwqueue:{${name}}`, `polylock_rwqueue_deadline:{${name}}`]
+    for (const key of [...mutex, ...rw]) {
       if ((await raw.command('EXISTS', key)) > 0) left.push(key)
     }
     return left
