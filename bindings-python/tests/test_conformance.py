@@ -140,6 +140,8 @@ def _outcome(exc: BaseException, *, try_once: bool = False) -> str:
         return "lost"
     if isinstance(exc, polylock.LockConnectionError):
         return "connect_error"
+    if isinstance(exc, polylock.UpgradeRefused):
+        return "upgrade_refused"
     return f"other error {type(exc).__name__}: {exc}"
 
 
@@ -242,8 +244,8 @@ class Run:
         if "lease_ms" in sc:
             opts["lease"] = sc["lease_ms"] / 1000
         self.clients = [polylock.connect(self.url, **opts) for _ in range(sc["clients"])]
-        self.locks: dict[tuple[int, int], polylock.Lock] = {}
-        self.lost: dict[tuple[int, int], threading.Event] = {}
+        self.locks: dict[tuple[int, int, str], polylock.Lock] = {}
+        self.lost: dict[tuple[int, int, str], threading.Event] = {}
         self.tokens: dict[str, int] = {}
         self.background: dict[str, tuple[Owner, cf.Future[Any]]] = {}
         self.owners: _Threads | _Tasks = _Threads() if mode == "threads" else _Tasks()
@@ -255,12 +257,19 @@ class Run:
         if got != want:
             self.fail(f"expected {want}, got {got}")
 
-    def lock(self, c: int, owner: int) -> polylock.Lock:
-        """Owner's handle on the lock in client c, with its own on_lost."""
-        key = (c, owner)
+    def lock(self, c: int, owner: int, step: dict[str, Any]) -> polylock.Lock:
+        """Owner's handle on the lock in client c, with its own on_lost: the
+        mutex, or the half of the read-write lock the step's ``mode`` names."""
+        mode = step.get("mode", "mutex")
+        key = (c, owner, mode)
         if key not in self.locks:
             event = self.lost[key] = threading.Event()
-            self.locks[key] = self.clients[c].lock(self.name, on_lost=lambda _r: event.set())
+            on_lost = lambda _r: event.set()  # noqa: E731
+            if mode == "mutex":
+                self.locks[key] = self.clients[c].lock(self.name, on_lost=on_lost)
+            else:
+                rw = self.clients[c].rw_lock(self.name, on_lost=on_lost)
+                self.locks[key] = rw.read if mode == "read" else rw.write
         return self.locks[key]
 
     # ---- acquire / release in the owner's context ---------------------
@@ -271,10 +280,13 @@ class Run:
         if isinstance(self.owners, _Threads):
 
             def blocking() -> int | str:
-                if timeout == 0:
-                    granted = lock.acquire(blocking=False)
-                else:
-                    granted = lock.acquire(timeout=-1 if timeout is None else timeout)
+                try:
+                    if timeout == 0:
+                        granted = lock.acquire(blocking=False)
+                    else:
+                        granted = lock.acquire(timeout=-1 if timeout is None else timeout)
+                except polylock.UpgradeRefused as e:
+                    return _outcome(e)
                 if not granted:
                     return "would_block" if timeout == 0 else "timeout"
                 return lock.fencing_token
@@ -353,19 +365,19 @@ class Run:
         c, owner = step["client"], step["owner"]
         timeout = step["timeout_ms"] / 1000 if "timeout_ms" in step else None
         started = time.monotonic()
-        result = self.owners.call((c, owner), self._acquire_fn(self.lock(c, owner), timeout))
+        result = self.owners.call((c, owner), self._acquire_fn(self.lock(c, owner, step), timeout))
         if "min_elapsed_ms" in step and time.monotonic() - started < step["min_elapsed_ms"] / 1000:
             self.fail("gave up early")
         self.granted(step, result)
 
     def op_release(self, step: dict[str, Any]) -> None:
         key = (step["client"], step["owner"])
-        self.expect(self.owners.call(key, self._release_fn(self.lock(*key))), step["expect"])
+        self.expect(self.owners.call(key, self._release_fn(self.lock(*key, step))), step["expect"])
 
     def op_start_acquire(self, step: dict[str, Any]) -> None:
         assert isinstance(self.owners, _Tasks), "start_acquire runs in asyncio mode only"
         c, owner = step["client"], step["owner"]
-        future = self.owners.start((c, owner), self._acquire_fn(self.lock(c, owner), None))
+        future = self.owners.start((c, owner), self._acquire_fn(self.lock(c, owner, step), None))
         self.background[step["id"]] = ((c, owner), future)
 
     def op_await(self, step: dict[str, Any]) -> None:
@@ -391,7 +403,7 @@ class Run:
         if any(o == key and not f.done() for o, f in self.background.values()):
             held = False  # the owner is waiting in an acquire, so it holds nothing
         else:
-            held = self.owners.call(key, self._held_fn(self.lock(*key)))
+            held = self.owners.call(key, self._held_fn(self.lock(*key, step)))
         want = step["expect_count"] > 0  # the public API says held or not, not how often
         if held != want:
             self.fail(f"held is {held}")
@@ -418,9 +430,10 @@ class Run:
 
     def op_await_lost(self, step: dict[str, Any]) -> None:
         c, owner = step["client"], step["owner"]
-        if not self.lost[(c, owner)].wait(step.get("within_ms", 10_000) / 1000):
+        lock = self.lock(c, owner, step)
+        if not self.lost[(c, owner, step.get("mode", "mutex"))].wait(step.get("within_ms", 10_000) / 1000):
             self.fail("on_lost was not called")
-        if self.owners.call((c, owner), self._held_fn(self.lock(c, owner))):
+        if self.owners.call((c, owner), self._held_fn(lock)):
             self.fail("still held after on_lost")
 
     def op_lock_name(self, step: dict[str, Any]) -> None:
@@ -496,6 +509,7 @@ class Raw:
     def leftovers(self, backend: str, name: str) -> list[str]:
         if backend != "zookeeper":
             keys = [name, f"polylock_queue:{{{name}}}", f"polylock_queue_deadline:{{{name}}}"]
+            keys += [f"polylock_rwqueue:{{{name}}}", f"polylock_rwqueue_deadline:{{{name}}}"]
             return [k for k in keys if self.redis_of(backend).exists(k)]
         return self._children(name)
 
