@@ -137,8 +137,15 @@ class Owner {
   spent = {} // per mode: a guard already released (releasing it again is not_held)
   lastGuard = null
 
-  constructor(locks) {
-    this.locks = locks
+  #locks = {}
+
+  /** `make(mode)` makes the owner's handle for a mode, on first use. */
+  constructor(make) {
+    this.make = make
+  }
+
+  lock(mode) {
+    return (this.#locks[mode] ??= this.make(mode))
   }
 
   /** Runs `fn` inside this owner's async context (or outside if it holds nothing). */
@@ -152,7 +159,7 @@ class Owner {
 
   async acquire(mode, timeoutMs, signal) {
     const options = { timeoutMs, signal }
-    const lock = this.locks[mode]
+    const lock = this.lock(mode)
     if (this.base) {
       const g = await this.run(() => lock.acquire(options))
       this.guards.push({ mode, guard: g })
@@ -203,7 +210,7 @@ class Owner {
 
   /** The hold count in `mode`, or null when Node cannot ask it (see the caller). */
   holdCount(mode) {
-    if (this.base) return this.run(() => this.locks[mode].holdCount)
+    if (this.base) return this.run(() => this.lock(mode).holdCount)
     // A guard that outlived its owner's context (a downgrade's read after the
     // write's withLock ended): holdCount answers for the current async
     // context only, and that context is gone.
@@ -229,8 +236,7 @@ async function runScenario(sc, backend) {
   const owner = (c, o) => {
     const k = `${c}/${o}`
     if (!owners.has(k)) {
-      const rw = clients[c].rwLock(name)
-      owners.set(k, new Owner({ mutex: clients[c].lock(name), read: rw.read, write: rw.write }))
+      owners.set(k, new Owner((mode) => (mode === 'mutex' ? clients[c].lock(name) : clients[c].rwLock(name)[mode])))
     }
     return owners.get(k)
   }
