@@ -214,7 +214,7 @@ impl RedisClaim {
         let script = match self.role {
             RedisRole::Mutex => &ACQUIRE,
             RedisRole::Read | RedisRole::Write => {
-                keys.push(self.read_timeout());
+                keys = self.rw_keys();
                 args.push(self.role.word().to_owned());
                 args.push(format!("{}:write", self.holder));
                 &RW_ACQUIRE
@@ -276,6 +276,13 @@ impl RedisClaim {
         self.keys.read_timeout(&self.holder).unwrap_or_default()
     }
 
+    /// The keys every read-write script declares, in their order.
+    fn rw_keys(&self) -> Vec<String> {
+        let k = &self.keys;
+        let queue = [k.lock(), k.fence(), k.queue(), k.queue_deadline()];
+        queue.into_iter().map(str::to_owned).chain([self.read_timeout()]).collect()
+    }
+
     fn send_leave(&mut self, cx: &mut Cx<'_>) {
         let k = &self.keys;
         let shard = k.shard_channel().filter(|_| cx.cfg.shard_release).unwrap_or_default().to_owned();
@@ -298,13 +305,7 @@ impl RedisClaim {
             },
             RedisRole::Read | RedisRole::Write => RedisOp::Eval {
                 script: &RW_LEAVE,
-                keys: vec![
-                    k.lock().to_owned(),
-                    k.fence().to_owned(),
-                    k.queue().to_owned(),
-                    k.queue_deadline().to_owned(),
-                    self.read_timeout(),
-                ],
+                keys: self.rw_keys(),
                 args: vec![
                     self.field.clone(),
                     k.channel().to_owned(),

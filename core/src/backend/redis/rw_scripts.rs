@@ -181,24 +181,23 @@ redis.call('ZREM', KEYS[4], ARGV[4])
 local free = redis.call('EXISTS', KEYS[1]) == 0
 local reading = redis.call('HGET', KEYS[1], 'mode') == 'read'
 local handed = false
+-- Grants member m's claim in `mode`: it leaves the queue and hears its token.
+local function hand(m, mode, field, lease, timeout)
+  local token = hold(mode, field, lease, timeout)
+  redis.call('ZREM', KEYS[3], m)
+  redis.call('ZREM', KEYS[4], m)
+  redis.call('PUBLISH', ARGV[3] .. ':' .. m, string.format('%.0f', token))
+  handed = true
+end
 if free or reading then
   for i, m in ipairs(live_queue()) do
     local kind, field, lease = string.match(m, '^([rw])|(.*)|[^|]*|(%d+)$')
     if not kind then break end
     if kind == 'w' then
-      if i > 1 or not free then break end
-      local token = hold('write', field, lease, nil)
-      redis.call('ZREM', KEYS[3], m)
-      redis.call('ZREM', KEYS[4], m)
-      redis.call('PUBLISH', ARGV[3] .. ':' .. m, string.format('%.0f', token))
-      handed = true
+      if i == 1 and free then hand(m, 'write', field, lease, nil) end
       break
     end
-    local token = hold('read', field, lease, ARGV[7] .. ':' .. field .. ':rwlock_timeout:1')
-    redis.call('ZREM', KEYS[3], m)
-    redis.call('ZREM', KEYS[4], m)
-    redis.call('PUBLISH', ARGV[3] .. ':' .. m, string.format('%.0f', token))
-    handed = true
+    hand(m, 'read', field, lease, ARGV[7] .. ':' .. field .. ':rwlock_timeout:1')
   end
 end
 if held and not handed and redis.call('EXISTS', KEYS[1]) == 0 then
