@@ -88,6 +88,17 @@ class ReadWriteInteropTest {
         }
     }
 
+    /** {@code call} on {@code thread}, in the background (an anchor's waiter). */
+    private static CompletableFuture<Boolean> inBackground(ExecutorService thread, Callable<Boolean> call) {
+        return CompletableFuture.supplyAsync(() -> {
+            try {
+                return on(thread, call);
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+    }
+
     /** A polylock acquire in the background; true once granted (and released). */
     private static CompletableFuture<Boolean> waiter(Lock lock) {
         return CompletableFuture.supplyAsync(() -> {
@@ -131,18 +142,12 @@ class ReadWriteInteropTest {
         ours.writeLock().lock();
         assertFalse(on(anchorThread, () -> theirs.readLock().acquire(300, TimeUnit.MILLISECONDS)),
                 "Curator's reader beside our writer");
-        CompletableFuture<Boolean> theirWriter = CompletableFuture.supplyAsync(() -> {
-            try {
-                return on(anchorThread2, () -> {
-                    boolean got = theirs.writeLock().acquire(20, TimeUnit.SECONDS);
-                    if (got) {
-                        theirs.writeLock().release();
-                    }
-                    return got;
-                });
-            } catch (Exception e) {
-                throw new IllegalStateException(e);
+        CompletableFuture<Boolean> theirWriter = inBackground(anchorThread2, () -> {
+            boolean got = theirs.writeLock().acquire(20, TimeUnit.SECONDS);
+            if (got) {
+                theirs.writeLock().release();
             }
+            return got;
         });
         Thread.sleep(300);
         assertFalse(theirWriter.isDone(), "Curator's writer did not wait for ours");
@@ -170,18 +175,12 @@ class ReadWriteInteropTest {
         DistributedReadWriteLock ours = client.newReadWriteLock(path);
         DistributedLock firstReader = client.newReadWriteLock(path).readLock();
         firstReader.lock();
-        CompletableFuture<Boolean> theirWriter = CompletableFuture.supplyAsync(() -> {
-            try {
-                return on(anchorThread, () -> {
-                    boolean got = theirs.writeLock().acquire(20, TimeUnit.SECONDS);
-                    if (got) {
-                        theirs.writeLock().release();
-                    }
-                    return got;
-                });
-            } catch (Exception e) {
-                throw new IllegalStateException(e);
+        CompletableFuture<Boolean> theirWriter = inBackground(anchorThread, () -> {
+            boolean got = theirs.writeLock().acquire(20, TimeUnit.SECONDS);
+            if (got) {
+                theirs.writeLock().release();
             }
+            return got;
         });
         Thread.sleep(300);
         CompletableFuture<Boolean> lateReader = CompletableFuture.supplyAsync(() -> ours.readLock().tryLock());
@@ -220,18 +219,12 @@ class ReadWriteInteropTest {
         ours.writeLock().lock();
         assertFalse(on(anchorThread, () -> theirs.readLock().tryLock(300, TimeUnit.MILLISECONDS)),
                 "Redisson's reader beside our writer");
-        CompletableFuture<Boolean> theirWriter = CompletableFuture.supplyAsync(() -> {
-            try {
-                return on(anchorThread2, () -> {
-                    boolean got = theirs.writeLock().tryLock(20, TimeUnit.SECONDS);
-                    if (got) {
-                        theirs.writeLock().unlock();
-                    }
-                    return got;
-                });
-            } catch (Exception e) {
-                throw new IllegalStateException(e);
+        CompletableFuture<Boolean> theirWriter = inBackground(anchorThread2, () -> {
+            boolean got = theirs.writeLock().tryLock(20, TimeUnit.SECONDS);
+            if (got) {
+                theirs.writeLock().unlock();
             }
+            return got;
         });
         Thread.sleep(300);
         assertFalse(theirWriter.isDone(), "Redisson's writer did not wait for ours");
