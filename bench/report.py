@@ -73,11 +73,17 @@ def node_rows(d):
     return out
 
 
+# Read-write lock rows of the java run (bench/jvm Bench.RW_READ and RW_HANDOFF):
+# reported in a section of their own, beside the read-write locks of the
+# same libraries, never mixed into the mutex rows and targets.
+RW_OPERATIONS = ("uncontended read lock+unlock", "handoff writer -> blocked reader (another client)")
+
+
 def jvm_rows(d):
     out = []
     for r in d:
         op, system = r["operation"], r["system"]
-        if op == "throughput" or op.startswith("server work"):
+        if op == "throughput" or op.startswith("server work") or op in RW_OPERATIONS:
             continue
         b = "zookeeper" if ("zk" in system.lower() or "zookeeper" in system.lower() or "curator" in system.lower()) else "redis"
         for mode in MODES:  # "Redisson RLock (redis+cluster)": the mode is the backend
@@ -105,6 +111,19 @@ def jvm_peer_throughput(d):
     ops = {r["system"]: r["ops_per_s"] for r in d if r["operation"] == "throughput"}
     pairs = (("redis", "polylock (redis)", "Redisson RLock"), ("zookeeper", "polylock (zk)", "Curator InterProcessMutex"))
     return [(b, peer, ops[ours], ops[peer]) for b, ours, peer in pairs if ours in ops and peer in ops]
+
+
+def jvm_rw_rows(d):
+    """The read-write lock rows: [(operation, system, p50, p99, polylock p50 / this p50 or None)]."""
+    rows = [r for r in d if r["operation"] in RW_OPERATIONS]
+    out = []
+    for r in rows:
+        zk = "zk" in r["system"] or "Curator" in r["system"]
+        ours = next((o for o in rows if o["operation"] == r["operation"]
+                     and o["system"] == ("polylock (zk)" if zk else "polylock (redis)")), None)
+        ratio = None if r["system"].startswith("polylock") or ours is None else ours["p50_us"] / r["p50_us"]
+        out.append((r["operation"], r["system"], r["p50_us"], r["p99_us"], ratio))
+    return out
 
 
 def jvm_server_work(d):
@@ -231,19 +250,19 @@ def main():
     if breakdown and rf:
         b = breakdown
         md += ["## Where a Redis handoff's time goes (Rust, waiter in another process)", "",
-               "p50 µs from the holder's release call, over the same handoffs; the message's arrival is stamped in "
+               ("p50 µs from the holder's release call, over the same handoffs; the message's arrival is stamped in "
                "the waiter's process by a raw `PSUBSCRIBE` socket read by a thread of its own. Each handoff follows "
                "20 ms of quiet, so it wakes idle threads in both processes and in the server; the cold PING is a raw "
-               "PING after the same quiet, the floor of one such round trip.", "",
+               "PING after the same quiet, the floor of one such round trip."), "",
                "| step | at (µs) |", "|---|---:|",
                f"| the handoff's message reaches the waiter's process (release request, script, publish) | {b['pushed_p50_us']:.0f} |",
                f"| the holder's release returns | {b['released_p50_us']:.0f} |",
                f"| the waiter's acquire returns | {b['granted_p50_us']:.0f} |",
                f"| (the waiter's client, from the message to the caller) | {b['granted_p50_us'] - b['pushed_p50_us']:.0f} |",
                f"| hot PING / cold PING | {rf['p50']:.0f} / {b['cold_ping_p50_us']:.0f} |", "",
-               f"The handoff is {b['granted_p50_us'] / rf['p50']:.1f} hot PINGs and "
+               (f"The handoff is {b['granted_p50_us'] / rf['p50']:.1f} hot PINGs and "
                f"{b['granted_p50_us'] / b['cold_ping_p50_us']:.1f} cold ones: its floor is a cold request and a "
-               "cold push, about two cold round trips.", ""]
+               "cold push, about two cold round trips."), ""]
     herd = {k: v for k, v in extra.items() if k.startswith("herd_")}
     if herd:
         md += ["## Herd: server work per handoff as waiters grow (Rust clients)", "",
@@ -281,6 +300,13 @@ def main():
                 md.append(f"| {b} | {peer} | {ours:.0f} | {theirs:.0f} | {ours / theirs:.2f}× |")
                 targets.append((f"java: throughput over 1,000 locks at least 1.5× {peer}", ours >= 1.5 * theirs,
                                 f"{ours / theirs:.2f}× ({ours:.0f} vs {theirs:.0f} ops/s)"))
+            md.append("")
+        rw = jvm_rw_rows(jvm)
+        if rw:
+            md += ["## Read-write locks (java, beside Curator's and Redisson's, same run)", "",
+                   "| operation | system | p50 | p99 | polylock p50 / this p50 |", "|---|---|---:|---:|---:|"]
+            md += [f"| {op} | {system} | {fmt(p50)} | {fmt(p99)} | {'' if ratio is None else f'{ratio:.2f}'} |"
+                   for op, system, p50, p99, ratio in rw]
             md.append("")
         work = jvm_server_work(jvm)
         if work:

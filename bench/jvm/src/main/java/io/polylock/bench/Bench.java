@@ -23,6 +23,7 @@ import io.polylock.LockClient;
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.retry.RetryOneTime;
 import org.apache.zookeeper.Watcher;
 import org.apache.zookeeper.ZooKeeper;
@@ -103,6 +104,18 @@ public final class Bench {
         String cname = "/" + run + "-curator";
         rows.add(uncontended("Curator InterProcessMutex", curatorLocker(ca, cname)));
         rows.add(handoff("Curator InterProcessMutex", curatorLocker(ca, cname + "-h"), curatorLocker(cb, cname + "-h")));
+        // Read-write locks: a read lock+unlock alone, and a writer's release taken by a blocked reader.
+        try (LockClient a = LockClient.connect(zkUrl); LockClient b = LockClient.connect(zkUrl)) {
+            String name = "/" + run + "-zk-rw";
+            rows.add(uncontended(RW_READ, "polylock (zk)", locker(a.newReadWriteLock(name).readLock())));
+            rows.add(handoff(RW_HANDOFF, "polylock (zk)", locker(a.newReadWriteLock(name + "-h").writeLock()),
+                    locker(b.newReadWriteLock(name + "-h").readLock())));
+        }
+        rows.add(uncontended(RW_READ, "Curator InterProcessReadWriteLock",
+                curatorLocker(new InterProcessReadWriteLock(ca, cname + "-rw").readLock())));
+        rows.add(handoff(RW_HANDOFF, "Curator InterProcessReadWriteLock",
+                curatorLocker(new InterProcessReadWriteLock(ca, cname + "-rwh").writeLock()),
+                curatorLocker(new InterProcessReadWriteLock(cb, cname + "-rwh").readLock())));
         ca.close();
         cb.close();
         zk.close();
@@ -121,6 +134,16 @@ public final class Bench {
         String rname = run + "-redisson";
         rows.add(uncontended("Redisson RLock", redissonLocker(ra, rname)));
         rows.add(handoff("Redisson RLock", redissonLocker(ra, rname + "-h"), redissonLocker(rb, rname + "-h")));
+        try (LockClient a = LockClient.connect(redisUrl); LockClient b = LockClient.connect(redisUrl)) {
+            String name = run + "-redis-rw";
+            rows.add(uncontended(RW_READ, "polylock (redis)", locker(a.newReadWriteLock(name).readLock())));
+            rows.add(handoff(RW_HANDOFF, "polylock (redis)", locker(a.newReadWriteLock(name + "-h").writeLock()),
+                    locker(b.newReadWriteLock(name + "-h").readLock())));
+        }
+        rows.add(uncontended(RW_READ, "Redisson RReadWriteLock", redissonLocker(ra.getReadWriteLock(rname + "-rw").readLock())));
+        rows.add(handoff(RW_HANDOFF, "Redisson RReadWriteLock",
+                redissonLocker(ra.getReadWriteLock(rname + "-rwh").writeLock()),
+                redissonLocker(rb.getReadWriteLock(rname + "-rwh").readLock())));
         ra.shutdown();
         rb.shutdown();
 
@@ -214,7 +237,11 @@ public final class Bench {
     // ---- the systems ----------------------------------------------------
 
     static Locker polylock(LockClient client, String name) {
-        DistributedLock lock = client.newLock(name);
+        return locker(client.newLock(name));
+    }
+
+    /** Any java.util.concurrent Lock: polylock's mutex or a half of its read-write lock. */
+    static Locker locker(java.util.concurrent.locks.Lock lock) {
         return new Locker() {
             public void lock() {
                 lock.lock();
@@ -227,7 +254,11 @@ public final class Bench {
     }
 
     static Locker curatorLocker(CuratorFramework c, String path) {
-        InterProcessMutex m = new InterProcessMutex(c, path);
+        return curatorLocker(new InterProcessMutex(c, path));
+    }
+
+    /** A Curator mutex: InterProcessMutex, or a half of InterProcessReadWriteLock. */
+    static Locker curatorLocker(InterProcessMutex m) {
         return new Locker() {
             public void lock() throws Exception {
                 m.acquire();
@@ -240,7 +271,11 @@ public final class Bench {
     }
 
     static Locker redissonLocker(RedissonClient r, String name) {
-        RLock l = r.getLock(name);
+        return redissonLocker(r.getLock(name));
+    }
+
+    /** A Redisson lock: RLock, or a half of RReadWriteLock. */
+    static Locker redissonLocker(RLock l) {
         return new Locker() {
             public void lock() {
                 l.lock();
@@ -295,8 +330,15 @@ public final class Bench {
         return out;
     }
 
+    static final String RW_READ = "uncontended read lock+unlock";
+    static final String RW_HANDOFF = "handoff writer -> blocked reader (another client)";
+
     static Row uncontended(String system, Locker l) throws Exception {
-        return measure("uncontended lock+unlock", system, () -> {
+        return uncontended("uncontended lock+unlock", system, l);
+    }
+
+    static Row uncontended(String operation, String system, Locker l) throws Exception {
+        return measure(operation, system, () -> {
             l.lock();
             l.unlock();
         });
@@ -320,6 +362,10 @@ public final class Bench {
      * in lock(); the holder unlocks at t0; the waiter returns at t1.
      */
     static Row handoff(String system, Locker holder, Locker waiter) throws Exception {
+        return handoff("handoff (another client, another thread)", system, holder, waiter);
+    }
+
+    static Row handoff(String operation, String system, Locker holder, Locker waiter) throws Exception {
         SynchronousQueue<Long> acquiredAt = new SynchronousQueue<>();
         SynchronousQueue<Boolean> go = new SynchronousQueue<>();
         Thread w = new Thread(() -> {
@@ -353,7 +399,7 @@ public final class Bench {
         }
         go.put(false);
         w.join();
-        return row("handoff (another client, another thread)", system, ns);
+        return row(operation, system, ns);
     }
 
     /**
@@ -458,7 +504,9 @@ public final class Bench {
         for (Row r : rows) {
             boolean zkSide = r.system().contains("zk") || r.system().contains("Curator") || r.system().contains("ZooKeeper");
             Row floor = by.get("floor: 1 round trip|" + (zkSide ? "ZooKeeper exists" : "Redis PING"));
-            String anchorName = zkSide ? "Curator InterProcessMutex" : "Redisson RLock" + modeSuffix(r.system());
+            boolean rw = r.operation().equals(RW_READ) || r.operation().equals(RW_HANDOFF);
+            String anchorName = zkSide ? (rw ? "Curator InterProcessReadWriteLock" : "Curator InterProcessMutex")
+                    : (rw ? "Redisson RReadWriteLock" : "Redisson RLock") + modeSuffix(r.system());
             Row anchor = by.get(r.operation() + "|" + anchorName);
             String vsAnchor = r.system().startsWith("polylock") && anchor != null
                     ? String.format(Locale.ROOT, "%.2fx", r.p50() / anchor.p50()) : "";
