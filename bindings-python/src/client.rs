@@ -107,6 +107,25 @@ impl Client {
         Ok(Lock::new(LockInner::new(inner.client.clone(), lock, on_lost)))
     }
 
+    /// A read-write lock's halves, (read, write): each a `Lock` like
+    /// `lock` returns, sharing `lease` and `on_lost`. No I/O.
+    #[pyo3(signature = (name, lease, on_lost))]
+    fn rw_lock(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        lease: Option<f64>,
+        on_lost: Option<Py<PyAny>>,
+    ) -> PyResult<(Lock, Lock)> {
+        let inner = self.inner.get()?;
+        let rw = inner.client.rw_lock_with(name, LockOptions { lease: seconds("lease", lease)? }).py_err()?;
+        let half = |lock: &polylock::Lock, on_lost: Option<Py<PyAny>>| {
+            Lock::new(LockInner::new(inner.client.clone(), lock.clone(), on_lost))
+        };
+        let write_on_lost = on_lost.as_ref().map(|f| f.clone_ref(py));
+        Ok((half(rw.read(), on_lost), half(rw.write(), write_on_lost)))
+    }
+
     /// The lock as the server sees it: (held, holder, fencing_token, waiters, ttl_ms).
     #[allow(clippy::type_complexity)]
     fn status(

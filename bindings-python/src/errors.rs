@@ -60,6 +60,7 @@ pub(crate) fn to_py(e: polylock::Error) -> PyErr {
         K::Lost => {
             raise("LockLostError", |py| vec![text(py, msg), field(py, e.lock_name()), field(py, e.reason().as_deref())])
         }
+        K::UpgradeRefused => raise("UpgradeRefused", |py| vec![text(py, msg), field(py, e.lock_name())]),
         K::Closed => raise("ClientClosedError", |py| vec![text(py, msg)]),
         K::Unavailable => {
             raise("LockUnavailableError", |py| vec![text(py, msg), field(py, e.lock_name()), field(py, e.reply())])

@@ -72,6 +72,12 @@ impl Lock {
         Ok(self.inner.get()?.lock.name().to_owned())
     }
 
+    /// "mutex", or the half of a read-write lock: "read" or "write".
+    #[getter]
+    fn mode(&self) -> PyResult<&'static str> {
+        Ok(self.inner.get()?.lock.mode().as_str())
+    }
+
     /// Blocks until `owner` holds the lock. `timeout`: None waits forever,
     /// 0 tries once. False when not granted in time.
     #[pyo3(signature = (owner, timeout))]

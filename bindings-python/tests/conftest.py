@@ -54,6 +54,10 @@ def eventually(check: Callable[[], bool], within: float = 5.0) -> bool:
     return check()
 
 
+# The backends that have read-write locks (test_rw_lock.py runs on these).
+RW_BACKENDS = ["redis", "zookeeper"]
+
+
 @pytest.fixture(params=["redis", "zookeeper"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)

@@ -431,7 +431,8 @@ class Run:
     def op_await_lost(self, step: dict[str, Any]) -> None:
         c, owner = step["client"], step["owner"]
         lock = self.lock(c, owner, step)
-        if not self.lost[(c, owner, step.get("mode", "mutex"))].wait(step.get("within_ms", 10_000) / 1000):
+        within = step.get("within_ms", 10_000) / 1000
+        if not self.lost[(c, owner, step.get("mode", "mutex"))].wait(within):
             self.fail("on_lost was not called")
         if self.owners.call((c, owner), self._held_fn(lock)):
             self.fail("still held after on_lost")

@@ -15,8 +15,9 @@ from ._errors import (
     LockTimeout,
     LockUnavailableError,
     NotHeldError,
+    UpgradeRefused,
 )
-from ._lock import Lock
+from ._lock import Lock, RwLock
 
 __all__ = [
     "Client",
@@ -29,5 +30,7 @@ __all__ = [
     "LockTimeout",
     "LockUnavailableError",
     "NotHeldError",
+    "RwLock",
+    "UpgradeRefused",
     "connect",
 ]

@@ -6,7 +6,7 @@ from types import TracebackType
 from typing import Callable, NamedTuple
 
 from . import _fork, _native, _options
-from ._lock import Lock
+from ._lock import Lock, RwLock
 
 
 class LockStatus(NamedTuple):
@@ -82,6 +82,26 @@ class Client:
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         seconds = None if lease is None else _options.positive_seconds("lease", lease)
         return Lock(self._native.lock(_options.lock_name(name), seconds, on_lost))
+
+    def rw_lock(
+        self,
+        name: str,
+        *,
+        lease: float | None = None,
+        on_lost: Callable[[str], object] | None = None,
+    ) -> RwLock:
+        """A read-write lock ``name`` (no I/O): ``.read`` is shared by many
+        readers, ``.write`` excludes everyone; each is a :class:`Lock`, as
+        ``lock()`` returns. A writer may take ``.read`` too (downgrade) and
+        keep it after releasing ``.write``; a reader's ``.write.acquire()``
+        raises UpgradeRefused at once. A waiting writer blocks new readers.
+        ``lease`` and ``on_lost`` as for ``lock()``, shared by both halves.
+        Use a name either as a mutex or as a read-write lock, not both."""
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
+        seconds = None if lease is None else _options.positive_seconds("lease", lease)
+        read, write = self._native.rw_lock(_options.lock_name(name), seconds, on_lost)
+        return RwLock(Lock(read), Lock(write))
 
     def status(self, name: str) -> LockStatus:
         """Who holds ``name`` right now, as the server sees it (read-only)."""

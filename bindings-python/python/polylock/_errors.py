@@ -43,6 +43,17 @@ class NotHeldError(LockError, RuntimeError):
     """Release by a thread or task that does not hold the lock."""
 
 
+class UpgradeRefused(LockError):
+    """A write acquire by a thread or task that holds the read half of the
+    same read-write lock: refused at once, since it would wait for itself
+    forever. Release the read hold first (the reverse, taking the read half
+    while writing, is allowed: a downgrade)."""
+
+    def __init__(self, message: str, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+
+
 class LockConnectionError(LockError, ConnectionError):
     """The server could not be reached; ``address`` says which."""
 

@@ -27,8 +27,14 @@ class Lock:
     def name(self) -> str:
         return self._native.name
 
+    @property
+    def mode(self) -> str:
+        """``"mutex"``, or the half of a read-write lock: ``"read"`` or ``"write"``."""
+        return self._native.mode
+
     def __repr__(self) -> str:
-        return f"<polylock.Lock {self.name!r}>"
+        mode = "" if self.mode == "mutex" else f" {self.mode}"
+        return f"<polylock.Lock {self.name!r}{mode}>"
 
     # ---- blocking API: the owner is the calling thread ----------------
 
@@ -136,6 +142,37 @@ class Lock:
         """Is ``exc`` this lock's loss, already raised by an inner
         (reentrant) block? Then the outer block lets it through as it is."""
         return isinstance(exc, LockLostError) and exc.name == self.name
+
+
+class RwLock:
+    """A read-write lock of a :class:`polylock.Client`, made with
+    ``client.rw_lock(name)``: :attr:`read` and :attr:`write` are its halves,
+    each an ordinary :class:`Lock` (``with rw.read:``, ``async with
+    rw.write:``, ``acquire``, ``fencing_token``, ...)."""
+
+    __slots__ = ("_read", "_write")
+
+    def __init__(self, read: Lock, write: Lock) -> None:
+        self._read = read
+        self._write = write
+
+    @property
+    def name(self) -> str:
+        return self._read.name
+
+    @property
+    def read(self) -> Lock:
+        """The shared half: many readers at once, none beside a writer."""
+        return self._read
+
+    @property
+    def write(self) -> Lock:
+        """The exclusive half. Its holder may take :attr:`read` too
+        (downgrade); a reader acquiring it gets UpgradeRefused at once."""
+        return self._write
+
+    def __repr__(self) -> str:
+        return f"<polylock.RwLock {self.name!r}>"
 
 
 def _settle_from_thread(
