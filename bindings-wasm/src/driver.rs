@@ -229,7 +229,7 @@ impl Driver {
                 let hold = t.hold(str_field(f, "name")?, LockMode::Exclusive, OwnerId(u64_field(f, "owner")?));
                 Ok(hold.map_or(Value::Null, |(count, token)| json!({ "count": count, "token": token.0.to_string() })))
             }
-            "isHeldHere" => Ok(json!(t.is_held_here(str_field(f, "name")?))),
+            "isHeldHere" => Ok(json!(t.is_held_here(str_field(f, "name")?, LockMode::Exclusive))),
             "hasServerWork" => Ok(json!(t.has_server_work())),
             // ---- errors only the JS driver sees, made from the one error table
             "fail" => Err(match str_field(f, "kind")? {

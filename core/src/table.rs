@@ -171,9 +171,10 @@ impl LockTable {
         (o == owner).then_some((count, token))
     }
 
-    /// Is `name` held by anyone of this client, in any mode?
-    pub fn is_held_here(&self, name: &str) -> bool {
-        self.locks.iter().any(|(k, e)| k.name == name && e.machine.holder().is_some())
+    /// Is `name` held in `mode` by anyone of this client? (The read half:
+    /// by any reader.)
+    pub fn is_held_here(&self, name: &str, mode: LockMode) -> bool {
+        self.locks.iter().any(|(k, e)| k.name == name && k.mode == mode && e.machine.holder().is_some())
     }
 
     /// Why `owner`'s newest lost, not yet released grant of `name` in `mode` was lost.

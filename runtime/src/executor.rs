@@ -221,9 +221,9 @@ impl Executor {
         self.state().table.unreleased_loss(name, mode, owner)
     }
 
-    /// Is `name` held by anyone in this client?
-    pub(crate) fn is_held_here(&self, name: &str) -> bool {
-        self.state().table.is_held_here(name)
+    /// Is `name` held in `mode` by anyone in this client?
+    pub(crate) fn is_held_here(&self, name: &str, mode: LockMode) -> bool {
+        self.state().table.is_held_here(name, mode)
     }
 
     pub(crate) fn holder_id(&self, owner: OwnerId) -> String {

@@ -138,9 +138,9 @@ impl Lock {
         self.hold_count(current_owner())
     }
 
-    /// Is the lock held by any owner of this client?
+    /// Is the lock (this half of a read-write lock) held by any owner of this client?
     pub fn is_held_locally(&self) -> bool {
-        self.exec.is_held_here(self.name())
+        self.exec.is_held_here(self.name(), self.mode)
     }
 
     /// How `owner`'s grants of this client are recorded on the server

@@ -31,6 +31,8 @@ async fn readers_share_and_a_writer_excludes_them() {
         let r2 = rw_a.read().acquire_as(OwnerId(2), Some(Duration::ZERO)).await.unwrap();
         let r3 = rw_b.read().acquire_as(OwnerId(1), Some(Duration::ZERO)).await.unwrap();
         assert_eq!(rw_a.read().hold_count(OwnerId(1)), 1, "{backend}");
+        assert!(rw_a.read().is_held_locally(), "{backend}");
+        assert!(!rw_a.write().is_held_locally(), "{backend}: readers shown as a write hold");
         assert_eq!(rw_a.write().hold_count(OwnerId(1)), 0, "{backend}: a read hold is not a write hold");
         match rw_b.write().acquire_as(OwnerId(9), Some(Duration::ZERO)).await {
             Err(Error::WouldBlock(n)) => assert_eq!(n, name),
