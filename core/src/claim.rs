@@ -12,6 +12,15 @@ use crate::io::{Command, ConnectionEvent, Notification, Op, Reply};
 use crate::timers::{Timer, Timers};
 use crate::{Error, FencingToken, Instant, LossReason, RequestId};
 
+/// The owner's write hold that a read acquire is granted beside (a
+/// downgrade): how the server records it (the Redis field, the ZooKeeper
+/// node's name) and its grant's fencing token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WriteHold {
+    pub(crate) record: String,
+    pub(crate) token: FencingToken,
+}
+
 /// What a claim reports after an input.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Progress {

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::claim::{Claim, Cx, Outbox, Progress};
+use crate::claim::{Claim, Cx, Outbox, Progress, WriteHold};
 use crate::io::{Command, ConnectionEvent, Event, Notification, ReleaseProgress, Reply};
 use crate::redis::{RedisClaim, RedisKeys, RedisRole, Terms};
 use crate::time::Clock;
@@ -49,8 +49,8 @@ struct Waiter {
     lease: Option<Duration>,
     nonce: Nonce,
     /// A read acquire by the owner's write holder (a downgrade): the
-    /// writer's server record ([`LockMachine::held_record`]) it is granted beside.
-    beside_write: Option<String>,
+    /// write hold ([`LockMachine::write_hold`]) it is granted beside.
+    beside_write: Option<WriteHold>,
 }
 
 /// The holds of one lost grant that have not been released yet: each of
@@ -193,11 +193,11 @@ impl LockMachine {
         self.mode
     }
 
-    /// How `owner`'s current grant is recorded on the server (the Redis
-    /// field, the ZooKeeper node's name), if it holds the lock here.
-    pub fn held_record(&self, owner: OwnerId) -> Option<String> {
-        self.holder.filter(|h| h.owner == owner)?;
-        self.active.as_ref().map(|t| t.claim.describe())
+    /// `owner`'s current grant, if it holds the lock here: how the server
+    /// records it and its token (what a downgrade is granted beside).
+    pub(crate) fn write_hold(&self, owner: OwnerId) -> Option<WriteHold> {
+        let h = self.holder.filter(|h| h.owner == owner)?;
+        self.active.as_ref().map(|t| WriteHold { record: t.claim.describe(), token: h.token })
     }
 
     pub fn config(&self) -> &LockConfig {
@@ -278,7 +278,7 @@ impl LockMachine {
         owner: OwnerId,
         opts: AcquireOptions,
         nonce: Nonce,
-        beside_write: Option<String>,
+        beside_write: Option<WriteHold>,
     ) -> Result<(), Error> {
         let now = self.clock.observe(now);
         self.run_due(now);

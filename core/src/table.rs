@@ -231,7 +231,7 @@ impl LockTable {
         let beside_write = match mode {
             LockMode::Read => {
                 let writer = Key::new(name.as_str(), LockMode::Write, owner);
-                self.locks.get(&writer).and_then(|e| e.machine.held_record(owner))
+                self.locks.get(&writer).and_then(|e| e.machine.write_hold(owner))
             }
             _ => None,
         };

@@ -107,11 +107,18 @@ fn a_downgrade_reads_with_the_writers_sequence_and_keeps_later_writers_out() {
     // Client 0's writer node was the first sequential child of /rw.
     assert!(z.children().iter().any(|k| k.ends_with("__WRIT__0000000000")), "{:?}", z.children());
     assert!(path.ends_with("__READ__0000000000"), "{path} does not carry the writer's sequence");
+    let (_, write_token) = z.tables[0].hold("/rw", LockMode::Write, ME).unwrap();
+    let (_, read_token) = z.tables[0].hold("/rw", LockMode::Read, ME).unwrap();
+    // The read node is newer than the queued writer's: its czxid as the
+    // token would exceed the token that writer is granted next.
+    assert_eq!(read_token, write_token, "a downgrade's grant carries its write hold's token");
     z.release(0, LockMode::Write, ME);
     assert!(z.holds(0, LockMode::Read, ME), "the read hold outlives the write hold");
     assert!(!z.holds(1, LockMode::Write, ME), "a writer got in beside the downgraded reader");
     z.release(0, LockMode::Read, ME);
     assert!(z.holds(1, LockMode::Write, ME), "the queued writer is granted once the reader leaves");
+    let (_, next) = z.tables[1].hold("/rw", LockMode::Write, ME).unwrap();
+    assert!(next > read_token, "the next writer's token {next:?} is not above the downgraded read's {read_token:?}");
     z.release(1, LockMode::Write, ME);
     assert!(z.children().is_empty(), "{:?}", z.children());
 }

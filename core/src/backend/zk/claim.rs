@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::paths::{is_writer, node_prefix_with, sort_key, sorted_contenders, LOCK_MARKER, READ_MARKER, WRITE_MARKER};
-use crate::claim::{Claim, Cx, Progress};
+use crate::claim::{Claim, Cx, Progress, WriteHold};
 use crate::io::{ConnectionEvent, Notification, Reply, ZkOp};
 use crate::refusal::Refusals;
 use crate::timers::{Backoff, Timer, Timers};
@@ -20,18 +20,22 @@ pub(crate) enum ZkRole {
     /// owner's own writer node, for a downgrade); else watches the nearest
     /// writer before it.
     Read {
-        /// Downgrade: the owner's held writer node. The reader's node is
-        /// then created with that node's sequence, not a new one (as Curator
-        /// 5.5+ does), so it sorts beside the writer and no writer queued
-        /// after it can hold the lock while the downgraded read is held.
-        beside_write: Option<String>,
+        /// Downgrade: the owner's write hold. The reader's node is then
+        /// created with the writer node's sequence, not a new one (as
+        /// Curator 5.5+ does), so it sorts beside the writer and no writer
+        /// queued after it can hold the lock while the downgraded read is
+        /// held. Its grant carries the write hold's token, not its own
+        /// node's czxid: that node is newer than a writer queued behind the
+        /// write hold, which is granted after the downgraded read, so its
+        /// czxid as a token would exceed that writer's.
+        beside_write: Option<WriteHold>,
     },
     /// Holds at index 0 among readers and writers; watches its immediate predecessor.
     Write,
 }
 
 impl ZkRole {
-    pub(crate) fn of(mode: crate::LockMode, beside_write: Option<String>) -> Self {
+    pub(crate) fn of(mode: crate::LockMode, beside_write: Option<WriteHold>) -> Self {
         match mode {
             crate::LockMode::Exclusive => ZkRole::Mutex,
             crate::LockMode::Read => ZkRole::Read { beside_write },
@@ -255,7 +259,7 @@ impl ZkClaim {
         let data = self.data.clone();
         let create = match &self.role {
             ZkRole::Read { beside_write: Some(writer) } => {
-                ZkOp::CreateEphemeral { path: format!("{path}{}", sort_key(writer)), data }
+                ZkOp::CreateEphemeral { path: format!("{path}{}", sort_key(&writer.record)), data }
             }
             _ => ZkOp::CreateSequential { path, data },
         };
@@ -348,10 +352,7 @@ impl ZkClaim {
             if !self.enter_held(cx) {
                 return Progress::Pending;
             }
-            let Ok(token) = u64::try_from(czxid) else {
-                return Progress::Fatal(Error::Protocol(format!("negative czxid {czxid}")));
-            };
-            return Progress::Granted(FencingToken(token));
+            return self.granted(czxid);
         }
         if !self.wait {
             self.goal = Goal::Leave;
@@ -380,7 +381,8 @@ impl ZkClaim {
         match &self.role {
             ZkRole::Mutex | ZkRole::Write => index.checked_sub(1).map(|i| &sorted[i]),
             ZkRole::Read { beside_write } => {
-                sorted[..index].iter().rev().find(|c| is_writer(c) && Some(c.as_str()) != beside_write.as_deref())
+                let beside = beside_write.as_ref().map(|w| w.record.as_str());
+                sorted[..index].iter().rev().find(|c| is_writer(c) && Some(c.as_str()) != beside)
             }
         }
     }
@@ -398,10 +400,19 @@ impl ZkClaim {
         if !self.enter_held(cx) {
             return Progress::Pending;
         }
-        let Ok(token) = u64::try_from(czxid) else {
-            return Progress::Fatal(Error::Protocol(format!("negative czxid {czxid}")));
-        };
-        Progress::Granted(FencingToken(token))
+        self.granted(czxid)
+    }
+
+    /// The grant, with our node's czxid as its token; a downgrade's, with
+    /// its write hold's (see [`ZkRole::Read`]).
+    fn granted(&self, czxid: i64) -> Progress {
+        if let ZkRole::Read { beside_write: Some(w) } = &self.role {
+            return Progress::Granted(w.token);
+        }
+        match u64::try_from(czxid) {
+            Ok(token) => Progress::Granted(FencingToken(token)),
+            Err(_) => Progress::Fatal(Error::Protocol(format!("negative czxid {czxid}"))),
+        }
     }
 
     /// Children listed while our create's outcome is unknown.
