@@ -286,6 +286,9 @@ impl RedisClaim {
     fn send_leave(&mut self, cx: &mut Cx<'_>) {
         let k = &self.keys;
         let shard = k.shard_channel().filter(|_| cx.cfg.shard_release).unwrap_or_default().to_owned();
+        // Both leave scripts take these first; the read-write one two more.
+        let mut args =
+            vec![self.field.clone(), k.channel().to_owned(), k.channel().to_owned(), self.member.clone(), shard];
         let op = match self.role {
             RedisRole::Mutex => RedisOp::Eval {
                 script: &LEAVE,
@@ -295,27 +298,13 @@ impl RedisClaim {
                     k.queue_deadline().to_owned(),
                     k.fence().to_owned(),
                 ],
-                args: vec![
-                    self.field.clone(),
-                    k.channel().to_owned(),
-                    k.channel().to_owned(),
-                    self.member.clone(),
-                    shard,
-                ],
+                args,
             },
-            RedisRole::Read | RedisRole::Write => RedisOp::Eval {
-                script: &RW_LEAVE,
-                keys: self.rw_keys(),
-                args: vec![
-                    self.field.clone(),
-                    k.channel().to_owned(),
-                    k.channel().to_owned(),
-                    self.member.clone(),
-                    shard,
-                    self.role.word().to_owned(),
-                    k.timeout_base().unwrap_or_default().to_owned(),
-                ],
-            },
+            RedisRole::Read | RedisRole::Write => {
+                args.push(self.role.word().to_owned());
+                args.push(k.timeout_base().unwrap_or_default().to_owned());
+                RedisOp::Eval { script: &RW_LEAVE, keys: self.rw_keys(), args }
+            }
         };
         let id = cx.out.send(op);
         self.timers.clear(Timer::Retry);
