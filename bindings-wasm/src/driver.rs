@@ -163,10 +163,10 @@ impl Driver {
                 let lease = checked_lease(name.as_str(), ms_field(f, "leaseMs")?)?;
                 let opts = match ms_field(f, "timeoutMs")? {
                     None => AcquireOptions { lease, ..AcquireOptions::default() },
-                    Some(0.0) => AcquireOptions { no_wait: true, deadline: None, lease },
+                    Some(0.0) => AcquireOptions { no_wait: true, deadline: None, lease, permits: None },
                     Some(ms) => {
                         let deadline = Instant::from_millis((now_ms + ms).ceil() as u64);
-                        AcquireOptions { no_wait: false, deadline: Some(deadline), lease }
+                        AcquireOptions { no_wait: false, deadline: Some(deadline), lease, permits: None }
                     }
                 };
                 let owner = OwnerId(u64_field(f, "owner")?);

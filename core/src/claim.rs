@@ -33,6 +33,10 @@ pub(crate) enum Progress {
     /// A try without waiting was refused by a server that cannot serve for
     /// now (the server's text); the machine gives the claim up.
     Unavailable(String),
+    /// The server refused the acquire for good (a semaphore's clients
+    /// disagree on its permits): the waiter fails with this, nothing of the
+    /// claim is on the server, and the machine stays usable.
+    Refused(Error),
     /// A granted claim is lost; the claim now cleans up by itself.
     Lost(LossReason),
     /// The claim has nothing left to do on the server.

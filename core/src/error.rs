@@ -46,6 +46,11 @@ pub enum Error {
     /// hold first. The opposite (downgrade) is allowed.
     #[error("an owner holding the read lock cannot take the write lock (upgrade is refused)")]
     UpgradeRefused,
+    /// A semaphore's clients disagree on its number of permits: the server
+    /// records `server` (the first client's, or what a Redisson client set
+    /// up), this client asked with `ours`. Nothing was changed on the server.
+    #[error("the semaphore has {server} permits on the server, this client was made with {ours}")]
+    PermitsMismatch { server: u32, ours: u32 },
     /// The acquire deadline passed while the server kept refusing with a
     /// transient error (Redis `BUSY`, `LOADING`, `READONLY`, ...; ZooKeeper
     /// throttling): the server's last reply, so the caller sees why.

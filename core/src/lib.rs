@@ -134,7 +134,7 @@ pub use io::{
     TransportError, ZkOp,
 };
 pub use machine::{AcquireOptions, LockMachine};
-pub use mode::LockMode;
+pub use mode::{LockMode, PermitRequest};
 pub use name::LockName;
 pub use status::LockStatus;
 pub use table::{LockTable, Output, StatusId};

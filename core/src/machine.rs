@@ -18,7 +18,7 @@ use crate::time::Clock;
 use crate::zk::{ZkClaim, ZkRole};
 use crate::{
     holder_id, Backend, Error, FencingToken, Instant, LockConfig, LockMode, LockName, LossReason, Nonce, OwnerId,
-    ReleaseId, RequestId, Ticket,
+    PermitRequest, ReleaseId, RequestId, Ticket,
 };
 
 /// How to acquire.
@@ -31,6 +31,9 @@ pub struct AcquireOptions {
     /// Redis: this acquire's lease (and its queue entry's TTL), instead of
     /// the config's. A re-entry keeps the lease of the grant it enters.
     pub lease: Option<Duration>,
+    /// A semaphore acquire ([`LockMode::Semaphore`]): how many of how many
+    /// permits. Required there, refused elsewhere.
+    pub permits: Option<PermitRequest>,
 }
 
 /// Where the lock lives on its backend, worked out once per machine.
@@ -47,6 +50,7 @@ struct Waiter {
     deadline: Option<Instant>,
     no_wait: bool,
     lease: Option<Duration>,
+    permits: Option<PermitRequest>,
     nonce: Nonce,
     /// A read acquire by the owner's write holder (a downgrade): the
     /// write hold ([`LockMachine::write_hold`]) it is granted beside.
@@ -158,6 +162,7 @@ impl LockMachine {
         cfg.validate()?;
         let layout = match cfg.backend {
             Backend::Redis if mode.is_read_write() => Layout::Redis(Arc::new(RedisKeys::of_read_write(&name))),
+            Backend::Redis if mode == LockMode::Semaphore => Layout::Redis(Arc::new(RedisKeys::of_semaphore(&name))),
             Backend::Redis => Layout::Redis(Arc::new(RedisKeys::of(&name))),
             Backend::ZooKeeper => Layout::ZooKeeper(crate::zk::lock_path(&name).into()),
         };
@@ -286,6 +291,7 @@ impl LockMachine {
         if let Some(lease) = opts.lease {
             crate::config::validate_lease(lease)?;
         }
+        self.check_permits(owner, opts.permits)?;
         if let Some(h) = self.holder.as_mut().filter(|h| h.owner == owner) {
             h.count = h.count.checked_add(1).ok_or_else(|| Error::InvalidOption("hold count overflow".into()))?;
             self.events.push_back(Event::Granted { ticket, owner, token: h.token, reentry: h.count - 1 });
@@ -305,6 +311,7 @@ impl LockMachine {
             deadline: opts.deadline,
             no_wait: opts.no_wait,
             lease: opts.lease,
+            permits: opts.permits,
             nonce,
             beside_write,
         };
@@ -528,6 +535,28 @@ impl LockMachine {
 
     // ---- internals -----------------------------------------------------
 
+    /// A semaphore acquire must say how many permits, and nothing else may.
+    /// Each permit grant is its own owner's (see [`LockMode::Semaphore`]):
+    /// a second acquire by one owner would be taken for a re-entry and get
+    /// no permits of its own, so it is refused.
+    fn check_permits(&self, owner: OwnerId, permits: Option<PermitRequest>) -> Result<(), Error> {
+        match (self.mode, permits) {
+            (LockMode::Semaphore, Some(p)) => {
+                p.validate()?;
+                if self.is_held_by(owner) || self.waiters.iter().any(|w| w.owner == owner) {
+                    return Err(Error::InvalidOption("each semaphore acquire needs an owner of its own".into()));
+                }
+                if self.cfg.backend == Backend::ZooKeeper {
+                    return Err(Error::InvalidOption("semaphores on ZooKeeper are not built yet".into()));
+                }
+                Ok(())
+            }
+            (LockMode::Semaphore, None) => Err(Error::InvalidOption("a semaphore acquire needs a permit count".into())),
+            (_, Some(_)) => Err(Error::InvalidOption("only a semaphore acquire takes a permit count".into())),
+            (_, None) => Ok(()),
+        }
+    }
+
     fn usable(&self) -> Result<(), Error> {
         if let Some(e) = &self.fatal {
             return Err(e.clone());
@@ -554,7 +583,7 @@ impl LockMachine {
             Layout::Redis(keys) => {
                 let (lease, waiter_ttl) = self.cfg.lease_and_waiter_ttl(w.lease);
                 let terms = Terms { lease, waiter_ttl };
-                let role = RedisRole::of(self.mode);
+                let role = RedisRole::of(self.mode, w.permits);
                 Box::new(RedisClaim::new(keys.clone(), role, holder, w.nonce.0, !w.no_wait, terms))
             }
             Layout::ZooKeeper(path) => Box::new(ZkClaim::new(
@@ -687,6 +716,12 @@ impl LockMachine {
             }
             Progress::Unavailable(text) => {
                 self.fail_ticket(&mut tracked, Error::Unavailable(text));
+                let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
+                tracked.claim.give_up(&mut cx);
+                self.move_to_background(tracked);
+            }
+            Progress::Refused(error) => {
+                self.fail_ticket(&mut tracked, error);
                 let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };
                 tracked.claim.give_up(&mut cx);
                 self.move_to_background(tracked);

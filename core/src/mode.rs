@@ -2,7 +2,9 @@
 //! mutex ([`LockMode::Exclusive`]) or as a read-write lock (its
 //! [`LockMode::Read`] and [`LockMode::Write`] halves); the server layouts
 //! differ (Redisson `RLock` vs `RReadWriteLock`, Curator
-//! `InterProcessMutex` vs `InterProcessReadWriteLock`).
+//! `InterProcessMutex` vs `InterProcessReadWriteLock`). A name may also be
+//! a counting semaphore ([`LockMode::Semaphore`]: Redisson
+//! `RPermitExpirableSemaphore`, Curator `InterProcessSemaphoreV2`).
 
 /// The kind of hold: one holder, or one of many readers, or the one writer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -17,6 +19,11 @@ pub enum LockMode {
     /// take the read half (downgrade); a reader asking for it is refused
     /// ([`crate::Error::UpgradeRefused`]), never left to wait for itself.
     Write,
+    /// Permits of a counting semaphore of `N` permits: an acquire asks for
+    /// `k` of them ([`crate::PermitRequest`]). Each acquire is its own
+    /// owner (its own server record, as each Redisson permit id and each
+    /// Curator lease is), so one owner never holds two grants of one name.
+    Semaphore,
 }
 
 impl LockMode {
@@ -25,12 +32,46 @@ impl LockMode {
         matches!(self, LockMode::Read | LockMode::Write)
     }
 
+    /// Modes whose machines are per owner: readers of one client hold at
+    /// once, and so do the holders of one semaphore's permits.
+    pub fn is_per_owner(self) -> bool {
+        matches!(self, LockMode::Read | LockMode::Semaphore)
+    }
+
     /// A short word for messages and status: `mutex`, `read`, `write`.
     pub fn as_str(self) -> &'static str {
         match self {
             LockMode::Exclusive => "mutex",
             LockMode::Read => "read",
             LockMode::Write => "write",
+            LockMode::Semaphore => "permits",
         }
+    }
+}
+
+/// What a semaphore acquire asks for: `count` of the semaphore's `total`
+/// permits. Every client of one name must agree on `total`: the first one
+/// records it on the server, and a client with another is refused with
+/// [`crate::Error::PermitsMismatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PermitRequest {
+    pub total: u32,
+    pub count: u32,
+}
+
+impl PermitRequest {
+    /// Refuses a semaphore of no permits, and a request for none or for
+    /// more than the semaphore has (it could never be granted).
+    pub fn validate(self) -> Result<(), crate::Error> {
+        if self.total == 0 {
+            return Err(crate::Error::InvalidOption("a semaphore needs at least one permit".into()));
+        }
+        if self.count == 0 || self.count > self.total {
+            return Err(crate::Error::InvalidOption(format!(
+                "cannot acquire {} of a semaphore's {} permits (ask for 1 to {})",
+                self.count, self.total, self.total
+            )));
+        }
+        Ok(())
     }
 }

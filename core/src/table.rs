@@ -41,9 +41,10 @@ pub enum Output {
 }
 
 /// Which machine of the table: a name in one mode. A mutex and the write
-/// half of a read-write lock have one machine per name; the read half has
-/// one per name and owner, since readers of one client hold at once and
-/// each owner has its own server record (Redisson's field, Curator's node).
+/// half of a read-write lock have one machine per name; the read half and
+/// a semaphore have one per name and owner, since readers (permit holders)
+/// of one client hold at once and each owner has its own server record
+/// (Redisson's field or permit ids, Curator's node or leases).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct Key {
     name: String,
@@ -53,7 +54,7 @@ struct Key {
 
 impl Key {
     fn new(name: &str, mode: LockMode, owner: OwnerId) -> Self {
-        Key { name: name.to_owned(), mode, reader: (mode == LockMode::Read).then_some(owner) }
+        Key { name: name.to_owned(), mode, reader: mode.is_per_owner().then_some(owner) }
     }
 }
 

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::lock::{Lock, RwLock};
 pub use crate::options::{ClientOptions, LockOptions};
+use crate::semaphore::Semaphore;
 use crate::url::{self, Endpoint};
 
 /// A lock as the server sees it ([`Client::status`]).
@@ -108,6 +109,22 @@ impl Client {
     pub fn rw_lock_with(&self, name: &str, opts: LockOptions) -> Result<RwLock> {
         let name = self.checked_name(name, &opts)?;
         Ok(RwLock::new(self.exec.clone(), name, opts.lease))
+    }
+
+    /// A counting semaphore `name` of `permits` permits (Redisson's
+    /// `RPermitExpirableSemaphore` layout on Redis): `.acquire(k)` waits
+    /// for `k` of them. Every client of one name must be made with the
+    /// same `permits`; the first acquire records it on the server, and a
+    /// client with another gets [`Error::PermitsMismatch`]. Validates the
+    /// name and count; no I/O.
+    pub fn semaphore(&self, name: &str, permits: u32) -> Result<Semaphore> {
+        self.semaphore_with(name, permits, LockOptions::default())
+    }
+
+    /// [`Self::semaphore`] with its own options (the lease of each grant).
+    pub fn semaphore_with(&self, name: &str, permits: u32, opts: LockOptions) -> Result<Semaphore> {
+        let name = self.checked_name(name, &opts)?;
+        Semaphore::new(self.exec.clone(), name, permits, opts.lease)
     }
 
     /// The name, and the options checked now, so that a bad lease fails

@@ -50,6 +50,11 @@ pub enum Error {
     /// read-write lock: refused at once (it would wait for itself forever).
     #[error("lock {0:?}: an owner holding the read lock cannot take the write lock")]
     UpgradeRefused(String),
+    /// A semaphore's clients disagree on its number of permits: `server`
+    /// is what the server records, `ours` what this handle was made with.
+    /// Nothing was taken or changed.
+    #[error("semaphore {name:?} has {server} permits on the server, not {ours}")]
+    PermitsMismatch { name: String, server: u32, ours: u32 },
 }
 
 /// What kind of failure an [`Error`] is, with a stable code per kind. A
@@ -72,6 +77,7 @@ pub enum ErrorKind {
     Cancelled,
     Unavailable,
     UpgradeRefused,
+    PermitsMismatch,
 }
 
 impl ErrorKind {
@@ -92,6 +98,7 @@ impl ErrorKind {
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::UpgradeRefused => "upgrade_refused",
+            ErrorKind::PermitsMismatch => "permits_mismatch",
         }
     }
 }
@@ -119,6 +126,7 @@ impl Error {
             Error::Cancelled => ErrorKind::Cancelled,
             Error::Unavailable { .. } => ErrorKind::Unavailable,
             Error::UpgradeRefused(_) => ErrorKind::UpgradeRefused,
+            Error::PermitsMismatch { .. } => ErrorKind::PermitsMismatch,
         }
     }
 
@@ -129,7 +137,9 @@ impl Error {
             Error::Timeout(name) | Error::WouldBlock(name) | Error::NotHeld(name) | Error::UpgradeRefused(name) => {
                 Some(name)
             }
-            Error::Lost { name, .. } | Error::Unavailable { name, .. } => Some(name),
+            Error::Lost { name, .. } | Error::Unavailable { name, .. } | Error::PermitsMismatch { name, .. } => {
+                Some(name)
+            }
             _ => None,
         }
     }
@@ -177,6 +187,15 @@ impl Error {
             _ => None,
         }
     }
+
+    /// A semaphore's permits as the server records them and as this
+    /// handle has them (`(server, ours)`), when they disagree.
+    pub fn permits(&self) -> Option<(u32, u32)> {
+        match self {
+            Error::PermitsMismatch { server, ours, .. } => Some((*server, *ours)),
+            _ => None,
+        }
+    }
 }
 
 impl Error {
@@ -194,6 +213,7 @@ impl Error {
             E::Closed => Error::Closed,
             E::Unavailable(reply) => Error::Unavailable { name: name.to_owned(), reply },
             E::UpgradeRefused => Error::UpgradeRefused(name.to_owned()),
+            E::PermitsMismatch { server, ours } => Error::PermitsMismatch { name: name.to_owned(), server, ours },
             other => Error::Protocol(other.to_string()),
         }
     }
@@ -236,6 +256,7 @@ mod tests {
             (Error::Cancelled, "cancelled", None, None, None),
             (Error::Unavailable { name: s("n"), reply: s("BUSY") }, "unavailable", Some("n"), None, None),
             (Error::UpgradeRefused(s("n")), "upgrade_refused", Some("n"), None, None),
+            (Error::PermitsMismatch { name: s("n"), server: 3, ours: 4 }, "permits_mismatch", Some("n"), None, None),
         ];
         for (e, code, name, addr, reason) in cases {
             assert_eq!(e.kind().as_str(), code, "{e:?}");

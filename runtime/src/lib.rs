@@ -29,6 +29,7 @@ pub mod fault;
 mod lock;
 mod options;
 mod owner;
+mod semaphore;
 mod timer;
 mod url;
 
@@ -37,6 +38,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use lock::{Guard, HoldInfo, Lock, LossWatch, RwLock};
 pub use owner::current_owner;
 pub use polylock_core::{Backend, LockMode, LossReason, OwnerId};
+pub use semaphore::{Permits, Semaphore};
 
 /// What a binding's test hook (`debug_faults`, `debug_expire_session`)
 /// answers in a build without the `test-hooks` feature, as release

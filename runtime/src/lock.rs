@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use polylock_core::{AcquireOptions, FencingToken, LockMode, LockName, LossReason, OwnerId, Ticket};
+use polylock_core::{AcquireOptions, FencingToken, LockMode, LockName, LossReason, OwnerId, PermitRequest, Ticket};
 use tokio::sync::{oneshot, watch};
 
 use crate::error::{Error, Result};
@@ -65,13 +65,22 @@ impl Lock {
     /// async context). `timeout`: `None` waits forever, zero tries once.
     /// Errors: [`Error::Timeout`] or [`Error::WouldBlock`] when not granted.
     pub async fn acquire_as(&self, owner: OwnerId, timeout: Option<Duration>) -> Result<Guard> {
-        let opts = match timeout {
-            None => AcquireOptions { lease: self.lease, ..AcquireOptions::default() },
-            Some(d) if d.is_zero() => AcquireOptions { no_wait: true, deadline: None, lease: self.lease },
-            Some(d) => {
-                AcquireOptions { no_wait: false, deadline: Some(self.exec.deadline_after(d)), lease: self.lease }
-            }
+        self.acquire_with(owner, timeout, None).await
+    }
+
+    /// [`Self::acquire_as`], for a semaphore with its permit ask.
+    pub(crate) async fn acquire_with(
+        &self,
+        owner: OwnerId,
+        timeout: Option<Duration>,
+        permits: Option<PermitRequest>,
+    ) -> Result<Guard> {
+        let (no_wait, deadline) = match timeout {
+            None => (false, None),
+            Some(d) if d.is_zero() => (true, None),
+            Some(d) => (false, Some(self.exec.deadline_after(d))),
         };
+        let opts = AcquireOptions { no_wait, deadline, lease: self.lease, permits };
         let (ticket, rx, started) = self.exec.acquire(&self.name, self.mode, owner, opts)?;
         // Owns the receiver for the whole wait, so that if this future is
         // dropped mid-wait its Drop sees the acquire as pending and cancels it.

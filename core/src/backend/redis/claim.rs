@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::keys::RedisKeys;
 use super::rw_scripts::{RW_ACQUIRE, RW_LEAVE, RW_RENEW};
 use super::scripts::{ACQUIRE, LEAVE, RENEW};
+use super::sem_scripts::{SEM_ACQUIRE, SEM_LEAVE, SEM_RENEW};
 use crate::claim::{Claim, Cx, Progress};
 use crate::io::{ConnectionEvent, Notification, RedisOp, RedisValue, Reply};
 use crate::refusal::Refusals;
@@ -39,22 +40,30 @@ enum Phase {
     Finished,
 }
 
-/// Which layout the claim works on: Redisson's `RLock`, or one half of its
-/// `RReadWriteLock` ([`super::rw_scripts`]). Both answer alike, so the
-/// claim's life is the same; only the scripts and their arguments differ.
+/// Which layout the claim works on: Redisson's `RLock`, one half of its
+/// `RReadWriteLock` ([`super::rw_scripts`]), or `count` of the `total`
+/// permits of its `RPermitExpirableSemaphore` ([`super::sem_scripts`]).
+/// All answer alike, so the claim's life is the same; only the scripts and
+/// their arguments differ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RedisRole {
     Mutex,
     Read,
     Write,
+    Permits { total: u32, count: u32 },
 }
 
 impl RedisRole {
-    pub(crate) fn of(mode: crate::LockMode) -> Self {
+    /// `permits`: a semaphore acquire's ask (the machine has checked it is there).
+    pub(crate) fn of(mode: crate::LockMode, permits: Option<crate::PermitRequest>) -> Self {
         match mode {
             crate::LockMode::Exclusive => RedisRole::Mutex,
             crate::LockMode::Read => RedisRole::Read,
             crate::LockMode::Write => RedisRole::Write,
+            crate::LockMode::Semaphore => {
+                let p = permits.unwrap_or(crate::PermitRequest { total: 1, count: 1 });
+                RedisRole::Permits { total: p.total, count: p.count }
+            }
         }
     }
 
@@ -63,6 +72,7 @@ impl RedisRole {
             RedisRole::Mutex => "mutex",
             RedisRole::Read => "read",
             RedisRole::Write => "write",
+            RedisRole::Permits { .. } => "permits",
         }
     }
 }
@@ -139,12 +149,13 @@ impl RedisClaim {
     ) -> Self {
         let field = match role {
             RedisRole::Write => format!("{holder}:write"),
-            RedisRole::Mutex | RedisRole::Read => holder.clone(),
+            RedisRole::Mutex | RedisRole::Read | RedisRole::Permits { .. } => holder.clone(),
         };
         let kind = match role {
-            RedisRole::Mutex => "",
-            RedisRole::Read => "r|",
-            RedisRole::Write => "w|",
+            RedisRole::Mutex => String::new(),
+            RedisRole::Read => "r|".to_owned(),
+            RedisRole::Write => "w|".to_owned(),
+            RedisRole::Permits { count, .. } => format!("p{count}|"),
         };
         RedisClaim {
             member: format!("{kind}{field}|{claim_id:032x}|{}", terms.lease.as_millis()),
@@ -219,6 +230,13 @@ impl RedisClaim {
                 args.push(format!("{}:write", self.holder));
                 &RW_ACQUIRE
             }
+            RedisRole::Permits { total, count } => {
+                keys = self.sem_keys();
+                keys.push(k.permit_total().unwrap_or_default().to_owned());
+                args.push(total.to_string());
+                args.push(count.to_string());
+                &SEM_ACQUIRE
+            }
         };
         let op = Self::eval(cx, script, keys, args);
         let id = cx.out.send(op);
@@ -283,6 +301,13 @@ impl RedisClaim {
         queue.into_iter().map(str::to_owned).chain([self.read_timeout()]).collect()
     }
 
+    /// The keys every semaphore script declares first, in their order.
+    fn sem_keys(&self) -> Vec<String> {
+        let k = &self.keys;
+        let queue = [k.lock(), k.fence(), k.queue(), k.queue_deadline()];
+        queue.into_iter().chain(k.permit_timeouts()).map(str::to_owned).collect()
+    }
+
     fn send_leave(&mut self, cx: &mut Cx<'_>) {
         let k = &self.keys;
         let shard = k.shard_channel().filter(|_| cx.cfg.shard_release).unwrap_or_default().to_owned();
@@ -305,6 +330,10 @@ impl RedisClaim {
                 args.push(k.timeout_base().unwrap_or_default().to_owned());
                 RedisOp::Eval { script: &RW_LEAVE, keys: self.rw_keys(), args }
             }
+            RedisRole::Permits { count, .. } => {
+                args.push(count.to_string());
+                RedisOp::Eval { script: &SEM_LEAVE, keys: self.sem_keys(), args }
+            }
         };
         let id = cx.out.send(op);
         self.timers.clear(Timer::Retry);
@@ -322,6 +351,12 @@ impl RedisClaim {
                 &RW_RENEW,
                 vec![self.keys.lock().to_owned(), self.read_timeout()],
                 vec![self.field.clone(), lease, self.role.word().to_owned()],
+            ),
+            RedisRole::Permits { count, .. } => Self::eval(
+                cx,
+                &SEM_RENEW,
+                vec![self.keys.permit_timeouts().unwrap_or_default().to_owned()],
+                vec![self.field.clone(), lease, count.to_string()],
             ),
         };
         let id = cx.out.send(op);
@@ -373,6 +408,11 @@ impl RedisClaim {
 
     fn on_acquire_reply(&mut self, cx: &mut Cx<'_>, sent_at: Instant, reply: Reply) -> Progress {
         let (reply, acks) = split_acks(cx, reply);
+        if let (RedisRole::Permits { total, .. }, Some(server)) = (self.role, permits_mismatch(&reply)) {
+            // Refused before the script changed anything: nothing to clean up.
+            self.finish();
+            return Progress::Refused(Error::PermitsMismatch { server, ours: total });
+        }
         let (granted, value, first) = match parse_pair(&reply) {
             Ok(Some(pair)) => pair,
             Ok(None) => {
@@ -563,6 +603,17 @@ fn short_of(cx: &Cx<'_>, acks: Option<i64>) -> Option<String> {
             "NOREPLICAS {n} of {wanted} replicas acknowledged the write within {} ms",
             cx.cfg.replica_timeout.as_millis()
         )),
+        _ => None,
+    }
+}
+
+/// A semaphore acquire's `{-1, N}`: the server's number of permits is `N`, not ours.
+fn permits_mismatch(reply: &Reply) -> Option<u32> {
+    match reply {
+        Reply::Redis(RedisValue::Array(items)) => match items.as_slice() {
+            [RedisValue::Int(-1), RedisValue::Int(n)] => Some(u32::try_from(*n).unwrap_or(u32::MAX)),
+            _ => None,
+        },
         _ => None,
     }
 }

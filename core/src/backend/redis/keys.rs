@@ -16,6 +16,9 @@ pub struct RedisKeys {
     /// Read-write locks: Redisson's prefix of a reader's timeout keys
     /// (`{name}`, or the name itself when it holds a `{`).
     timeout_base: Option<String>,
+    /// Semaphores: Redisson's sorted set of permit ids by expiry, and the
+    /// key where polylock records the semaphore's number of permits.
+    permits: Option<(String, String)>,
 }
 
 impl RedisKeys {
@@ -29,7 +32,40 @@ impl RedisKeys {
             queue_deadline: format!("polylock_queue_deadline:{suffix}"),
             channel: redisson_prefixed("redisson_lock__channel", name),
             timeout_base: None,
+            permits: None,
         }
+    }
+
+    /// The keys of the semaphore `name`: Redisson's
+    /// `RPermitExpirableSemaphore` (the available permits as a counter at
+    /// the name, its permit ids by expiry in `{name}:timeout`, channel
+    /// `redisson_sc:{name}`), the lock's fence counter, a waiter queue of
+    /// its own, and `polylock_permits:K`, the number of permits every
+    /// client must agree on.
+    pub fn of_semaphore(name: &LockName) -> Self {
+        let name = name.as_str();
+        let suffix = own_key_suffix(name);
+        let timeout = if name.contains('{') { format!("{name}:timeout") } else { format!("{{{name}}}:timeout") };
+        RedisKeys {
+            lock: name.to_owned(),
+            fence: format!("polylock_fence:{suffix}"),
+            queue: format!("polylock_semqueue:{suffix}"),
+            queue_deadline: format!("polylock_semqueue_deadline:{suffix}"),
+            channel: redisson_prefixed("redisson_sc", name),
+            timeout_base: None,
+            permits: Some((timeout, format!("polylock_permits:{suffix}"))),
+        }
+    }
+
+    /// Semaphores: Redisson's sorted set of held permit ids, scored by
+    /// their expiry (ms).
+    pub fn permit_timeouts(&self) -> Option<&str> {
+        self.permits.as_ref().map(|(t, _)| t.as_str())
+    }
+
+    /// Semaphores: where the agreed number of permits is recorded.
+    pub fn permit_total(&self) -> Option<&str> {
+        self.permits.as_ref().map(|(_, p)| p.as_str())
     }
 
     /// The keys of the read-write lock `name`: Redisson's `RReadWriteLock`
@@ -45,6 +81,7 @@ impl RedisKeys {
             queue_deadline: format!("polylock_rwqueue_deadline:{suffix}"),
             channel: redisson_prefixed("redisson_rwlock", name),
             timeout_base: Some(if name.contains('{') { name.to_owned() } else { format!("{{{name}}}") }),
+            permits: None,
         }
     }
 
@@ -186,6 +223,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Redisson's `RPermitExpirableSemaphore` names, and polylock's keys of
+    /// a semaphore in its slot, apart from the mutex's queue.
+    #[test]
+    fn semaphore_keys_are_redissons_and_ours_in_its_slot() {
+        let k = RedisKeys::of_semaphore(&LockName::new("exports").unwrap());
+        assert_eq!(k.lock(), "exports");
+        assert_eq!(k.permit_timeouts(), Some("{exports}:timeout"));
+        assert_eq!(k.channel(), "redisson_sc:{exports}");
+        assert_eq!(k.permit_total(), Some("polylock_permits:{exports}"));
+        assert_ne!(k.queue(), keys("exports").queue());
+        let slot = key_slot(k.lock());
+        for key in [k.fence(), k.queue(), k.queue_deadline(), k.permit_total().unwrap(), k.permit_timeouts().unwrap()] {
+            assert_eq!(key_slot(key), slot, "{key}");
+        }
+        let braced = RedisKeys::of_semaphore(&LockName::new("jobs{7}").unwrap());
+        assert_eq!(braced.permit_timeouts(), Some("jobs{7}:timeout"));
     }
 
     /// Redisson's `prefixName`: `prefix:name` when the name holds a `{`,

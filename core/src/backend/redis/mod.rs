@@ -35,13 +35,18 @@
 //! Read-write locks: Redisson's `RReadWriteLock` layout, with a queue of
 //! their own and the same handoff and fencing ([`rw_scripts`]).
 //!
-//! The pieces: [`scripts`] (the Lua), [`rw_scripts`], [`keys`] (where a lock lives),
+//! Semaphores: Redisson's `RPermitExpirableSemaphore` layout, with a queue
+//! of their own, handoff of freed permits in queue order, and the same
+//! fencing ([`sem_scripts`]).
+//!
+//! The pieces: [`scripts`] (the Lua), [`rw_scripts`], [`sem_scripts`], [`keys`] (where a lock lives),
 //! `claim` (one claim's life), [`status`] (reading a lock's state).
 
 mod claim;
 pub mod keys;
 pub mod rw_scripts;
 pub mod scripts;
+pub mod sem_scripts;
 pub mod status;
 
 pub(crate) use claim::{RedisClaim, RedisRole, Terms};

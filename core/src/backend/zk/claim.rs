@@ -40,6 +40,8 @@ impl ZkRole {
             crate::LockMode::Exclusive => ZkRole::Mutex,
             crate::LockMode::Read => ZkRole::Read { beside_write },
             crate::LockMode::Write => ZkRole::Write,
+            // Refused before a claim starts (`LockMachine::check_permits`).
+            crate::LockMode::Semaphore => unreachable!("no ZooKeeper semaphore claim yet"),
         }
     }
 

@@ -1,0 +1,187 @@
+//! `Semaphore` and `Permits`: a counting semaphore of `N` permits with a
+//! lease per grant (Redisson's `RPermitExpirableSemaphore` layout on
+//! Redis). Every grant of `k` permits is its own owner in the core (a fresh
+//! [`OwnerId`]), so grants of one task never merge: a semaphore counts
+//! permits, not holders.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use polylock_core::{LockMode, LockName, LossReason, OwnerId, PermitRequest};
+
+use crate::error::{Error, Result};
+use crate::executor::Executor;
+use crate::lock::{Guard, Lock, LossWatch};
+
+/// A counting semaphore of one [`crate::Client`] ([`crate::Client::semaphore`]).
+/// Cheap to clone; clones share the grants taken with [`Self::acquire_held`].
+#[derive(Clone)]
+pub struct Semaphore {
+    lock: Lock,
+    permits: u32,
+    /// Grants taken for [`Self::release`] (newest last): the
+    /// `threading.Semaphore` and `java.util.concurrent.Semaphore` shape,
+    /// where any caller may release what another acquired.
+    held: Arc<Mutex<Vec<Permits>>>,
+}
+
+impl std::fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Semaphore").field("name", &self.lock.name()).field("permits", &self.permits).finish()
+    }
+}
+
+/// A fresh owner per grant. Tagged apart from task and thread owners'
+/// hashes ([`crate::current_owner`]) by its top bit; unique in the process.
+fn fresh_owner() -> OwnerId {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    OwnerId((1 << 63) | NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+impl Semaphore {
+    pub(crate) fn new(exec: Arc<Executor>, name: LockName, permits: u32, lease: Option<Duration>) -> Result<Self> {
+        let ask = PermitRequest { total: permits, count: 1 };
+        ask.validate().map_err(|e| Error::from_core(name.as_str(), e))?;
+        Ok(Semaphore { lock: Lock::new(exec, name, LockMode::Semaphore, lease), permits, held: Arc::default() })
+    }
+
+    /// The semaphore's name.
+    pub fn name(&self) -> &str {
+        self.lock.name()
+    }
+
+    /// The number of permits every client of this name must agree on.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// Waits for `count` permits (1 to [`Self::permits`]). Cancel-safe:
+    /// dropping the future leaves nothing on the server.
+    pub async fn acquire(&self, count: u32) -> Result<Permits> {
+        self.acquire_for(count, None).await
+    }
+
+    /// Like [`Self::acquire`] but gives up after `timeout` (`Duration::ZERO`:
+    /// one try without waiting). `Ok(None)` if not granted in time.
+    pub async fn try_acquire(&self, count: u32, timeout: Duration) -> Result<Option<Permits>> {
+        match self.acquire_for(count, Some(timeout)).await {
+            Ok(p) => Ok(Some(p)),
+            Err(Error::Timeout(_) | Error::WouldBlock(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `count` permits, waiting at most `timeout` (`None`: forever; zero:
+    /// one try). Errors: [`Error::Timeout`] or [`Error::WouldBlock`] when
+    /// not granted, [`Error::PermitsMismatch`] when the server's number of
+    /// permits is another.
+    pub async fn acquire_for(&self, count: u32, timeout: Option<Duration>) -> Result<Permits> {
+        let ask = PermitRequest { total: self.permits, count };
+        let guard = self.lock.acquire_with(fresh_owner(), timeout, Some(ask)).await?;
+        Ok(Permits { guard, count })
+    }
+
+    /// [`Self::acquire_for`], kept by the semaphore for a later
+    /// [`Self::release`]: the grant's fencing token, or `None` if not
+    /// granted in time.
+    pub async fn acquire_held(&self, count: u32, timeout: Option<Duration>) -> Result<Option<u64>> {
+        match self.acquire_for(count, timeout).await {
+            Ok(p) => {
+                let token = p.fencing_token();
+                self.held.lock().expect("semaphore grants").push(p);
+                Ok(Some(token))
+            }
+            Err(Error::Timeout(_) | Error::WouldBlock(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives back `count` permits taken with [`Self::acquire_held`], newest
+    /// grants first, and waits for the server. A count that would split a
+    /// grant (releasing 1 of a grant of 2) or exceeds what is held is
+    /// [`Error::InvalidOption`], and nothing is released. A grant lost
+    /// meanwhile is released too and reported as [`Error::Lost`].
+    pub async fn release(&self, count: u32) -> Result<()> {
+        let taken = {
+            let mut held = self.held.lock().expect("semaphore grants");
+            let mut sum = 0u32;
+            let mut n = 0;
+            for g in held.iter().rev() {
+                if sum >= count {
+                    break;
+                }
+                sum = sum.saturating_add(g.count);
+                n += 1;
+            }
+            if sum != count || count == 0 {
+                let have: u32 = held.iter().map(|g| g.count).sum();
+                return Err(Error::InvalidOption(if count == 0 || sum < count {
+                    format!("cannot release {count} permits of {:?}: {have} held here", self.name())
+                } else {
+                    format!("releasing {count} permits of {:?} would split a grant", self.name())
+                }));
+            }
+            let at = held.len() - n;
+            held.split_off(at)
+        };
+        let mut first_error = None;
+        for g in taken.into_iter().rev() {
+            if let Err(e) = g.release().await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// The fencing token of the newest grant held for [`Self::release`].
+    pub fn newest_token(&self) -> Option<u64> {
+        self.held.lock().expect("semaphore grants").last().map(Permits::fencing_token)
+    }
+
+    /// Permits held for [`Self::release`] in this handle (and its clones).
+    pub fn held_permits(&self) -> u32 {
+        self.held.lock().expect("semaphore grants").iter().map(|g| g.count).sum()
+    }
+}
+
+/// `count` permits of a semaphore, held until released (or dropped, which
+/// releases in the background), renewed with their lease meanwhile.
+#[derive(Debug)]
+pub struct Permits {
+    guard: Guard,
+    count: u32,
+}
+
+impl Permits {
+    /// How many permits this grant holds.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The grant's fencing token: larger than every earlier grant's of this name.
+    pub fn fencing_token(&self) -> u64 {
+        self.guard.fencing_token()
+    }
+
+    /// Whether the permits were lost (and why).
+    pub fn lost_reason(&self) -> Option<LossReason> {
+        self.guard.lost_reason()
+    }
+
+    /// Resolves when the permits are lost; never, if released first.
+    pub async fn lost(&self) -> LossReason {
+        self.guard.lost().await
+    }
+
+    /// The grant's loss signal, for bindings that forward it elsewhere.
+    pub fn loss_watch(&self) -> LossWatch {
+        self.guard.loss_watch()
+    }
+
+    /// Gives the permits back and waits for the server. [`Error::Lost`] if
+    /// they were lost while held.
+    pub async fn release(self) -> Result<()> {
+        self.guard.release().await
+    }
+}

@@ -1,0 +1,228 @@
+//! Counting semaphores against the real servers: permits are counted, `k`
+//! at a time; a release wakes as many waiters as permits freed; a holder
+//! that died frees its permits when its lease runs out; clients that
+//! disagree on the number of permits are refused; every grant is fenced;
+//! nothing is left behind.
+
+mod support;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use polylock::{Error, LockOptions};
+use support::*;
+
+/// The backends with semaphores.
+fn semaphore_backends() -> Vec<(&'static str, String)> {
+    backends().into_iter().filter(|(b, _)| *b == "redis").collect()
+}
+
+/// Redis: the available permits, and the permit ids held, as Redisson reads them.
+async fn redis_counts(url: &str, name: &str) -> (i64, i64) {
+    let mut c = raw_redis(url).await;
+    let available: Option<i64> = redis::cmd("GET").arg(name).query_async(&mut c).await.unwrap();
+    let held: i64 = redis::cmd("ZCARD").arg(format!("{{{name}}}:timeout")).query_async(&mut c).await.unwrap();
+    (available.unwrap_or(-1), held)
+}
+
+/// Redis: polylock's waiter queue keys of the semaphore still there.
+async fn redis_queue_left(url: &str, name: &str) -> Vec<String> {
+    let mut c = raw_redis(url).await;
+    let mut left = Vec::new();
+    for key in [format!("polylock_semqueue:{{{name}}}"), format!("polylock_semqueue_deadline:{{{name}}}")] {
+        let n: i64 = redis::cmd("EXISTS").arg(&key).query_async(&mut c).await.unwrap();
+        if n > 0 {
+            left.push(key);
+        }
+    }
+    left
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_are_counted_k_at_a_time() {
+    for (backend, url) in semaphore_backends() {
+        let name = unique("sem-count");
+        let (a, b) = (client(&url).await, client(&url).await);
+        let (sa, sb) = (a.semaphore(&name, 3).unwrap(), b.semaphore(&name, 3).unwrap());
+        let two = sa.try_acquire(2, Duration::ZERO).await.unwrap().expect("2 of 3 free");
+        assert_eq!(two.count(), 2);
+        let one = sb.try_acquire(1, Duration::ZERO).await.unwrap().expect("the third");
+        assert!(one.fencing_token() > two.fencing_token(), "{backend}: tokens must grow");
+        assert!(sa.try_acquire(1, Duration::ZERO).await.unwrap().is_none(), "{backend}: a fourth permit of three");
+        assert_eq!(redis_counts(&url, &name).await, (0, 3), "{backend}");
+        one.release().await.unwrap();
+        // One free: an ask for two still waits, an ask for one does not.
+        assert!(sb.try_acquire(2, Duration::ZERO).await.unwrap().is_none(), "{backend}: 2 granted with 1 free");
+        let again = sb.try_acquire(1, Duration::ZERO).await.unwrap().expect("the freed permit");
+        assert!(again.fencing_token() > two.fencing_token());
+        two.release().await.unwrap();
+        again.release().await.unwrap();
+        assert_eq!(redis_counts(&url, &name).await, (3, 0), "{backend}: every permit back");
+        assert!(redis_queue_left(&url, &name).await.is_empty(), "{backend}: queue left behind");
+    }
+}
+
+/// A release of `k` permits grants at most `k` waiters, in arrival order,
+/// without them polling: the freed permits are handed over in the script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_wakes_as_many_waiters_as_permits_freed() {
+    for (backend, url) in semaphore_backends() {
+        let name = unique("sem-wake");
+        let holder = client(&url).await;
+        let all = holder.semaphore(&name, 3).unwrap().acquire(3).await.unwrap();
+        let granted = Arc::new(AtomicU32::new(0));
+        let mut waiters = Vec::new();
+        let mut clients = Vec::new();
+        for _ in 0..5 {
+            let c = client(&url).await;
+            let sem = c.semaphore(&name, 3).unwrap();
+            clients.push(c);
+            let granted = granted.clone();
+            waiters.push(tokio::spawn(async move {
+                let p = sem.acquire(1).await.unwrap();
+                granted.fetch_add(1, Ordering::SeqCst);
+                p
+            }));
+        }
+        // All five queued: each has asked once and waits.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(granted.load(Ordering::SeqCst), 0, "{backend}: granted while all permits were held");
+        all.release().await.unwrap();
+        let three = eventually(Duration::from_secs(3), || async { granted.load(Ordering::SeqCst) == 3 }).await;
+        assert!(three, "{backend}: {} of 3 freed permits granted", granted.load(Ordering::SeqCst));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(granted.load(Ordering::SeqCst), 3, "{backend}: more waiters woken than permits freed");
+        let mut done = Vec::new();
+        for w in waiters.iter_mut().filter(|w| w.is_finished()) {
+            done.push(w.await.unwrap());
+        }
+        for p in done {
+            p.release().await.unwrap();
+        }
+        for w in waiters.into_iter().filter(|w| !w.is_finished()) {
+            let p = tokio::time::timeout(Duration::from_secs(3), w).await.expect("granted after the release").unwrap();
+            p.release().await.unwrap();
+        }
+        assert_eq!(redis_counts(&url, &name).await, (3, 0), "{backend}");
+        assert!(redis_queue_left(&url, &name).await.is_empty(), "{backend}: queue left behind");
+    }
+}
+
+/// Clients made with another number of permits are refused with a typed
+/// error and take nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_with_another_number_of_permits_is_refused() {
+    for (backend, url) in semaphore_backends() {
+        let name = unique("sem-mismatch");
+        let (a, b) = (client(&url).await, client(&url).await);
+        let held = a.semaphore(&name, 3).unwrap().acquire(1).await.unwrap();
+        match b.semaphore(&name, 4).unwrap().try_acquire(1, Duration::from_secs(1)).await {
+            Err(e @ Error::PermitsMismatch { .. }) => {
+                assert_eq!(e.permits(), Some((3, 4)), "{backend}");
+                assert_eq!(e.kind().as_str(), "permits_mismatch");
+            }
+            other => panic!("{backend}: another number of permits was not refused: {other:?}"),
+        }
+        assert_eq!(redis_counts(&url, &name).await, (2, 1), "{backend}: the refused client changed something");
+        let more = b.semaphore(&name, 3).unwrap().try_acquire(2, Duration::ZERO).await.unwrap();
+        assert!(more.is_some(), "{backend}: the agreeing client is served");
+        more.unwrap().release().await.unwrap();
+        held.release().await.unwrap();
+    }
+}
+
+/// Bad asks fail at once, typed, with nothing sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_asks_are_refused_at_once() {
+    for (backend, url) in semaphore_backends() {
+        let c = client(&url).await;
+        let name = unique("sem-bad");
+        assert!(matches!(c.semaphore(&name, 0), Err(Error::InvalidOption(_))), "{backend}: zero permits");
+        let sem = c.semaphore(&name, 2).unwrap();
+        for k in [0, 3] {
+            match sem.try_acquire(k, Duration::ZERO).await {
+                Err(Error::InvalidOption(m)) => assert!(m.contains("permits"), "{m}"),
+                other => panic!("{backend}: asking {k} of 2: {other:?}"),
+            }
+        }
+        assert!(matches!(sem.release(1).await, Err(Error::InvalidOption(_))), "{backend}: released nothing held");
+        assert_eq!(redis_counts(&url, &name).await, (-1, 0), "{backend}: a refused ask touched the server");
+    }
+}
+
+/// A holder that dies without releasing (its permit ids stay in the set,
+/// as a killed Redisson or polylock process leaves them) frees its permits
+/// once their expiry passes: the next acquire takes them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_permits_come_back_when_its_lease_ends() {
+    for (backend, url) in semaphore_backends() {
+        let name = unique("sem-dead");
+        let c = client(&url).await;
+        let sem = c.semaphore(&name, 2).unwrap();
+        sem.acquire(1).await.unwrap().release().await.unwrap();
+        // A dead holder of both permits, its lease ending 400 ms from now.
+        let mut raw = raw_redis(&url).await;
+        let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut raw).await.unwrap();
+        let expiry = secs * 1000 + micros / 1000 + 400;
+        let dead_ids = [b"\x01dead-permit-one".to_vec(), b"\x02dead-permit-two".to_vec()];
+        for id in &dead_ids {
+            let _: i64 = redis::cmd("ZADD")
+                .arg(format!("{{{name}}}:timeout"))
+                .arg(expiry)
+                .arg(id)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+        }
+        let _: i64 = redis::cmd("DECRBY").arg(&name).arg(2).query_async(&mut raw).await.unwrap();
+        assert!(sem.try_acquire(1, Duration::ZERO).await.unwrap().is_none(), "{backend}: the dead holder's permits");
+        let started = std::time::Instant::now();
+        let back = sem.try_acquire(2, Duration::from_secs(5)).await.unwrap().expect("granted once the lease ends");
+        assert!(started.elapsed() < Duration::from_secs(2), "{backend}: waited {:?}", started.elapsed());
+        assert_eq!(redis_counts(&url, &name).await, (0, 2), "{backend}");
+        back.release().await.unwrap();
+        assert_eq!(redis_counts(&url, &name).await, (2, 0), "{backend}");
+    }
+}
+
+/// A lease shorter than the time held is renewed: the permits stay ours.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_are_renewed_while_held() {
+    for (backend, url) in semaphore_backends() {
+        let name = unique("sem-renew");
+        let c = client(&url).await;
+        let opts = LockOptions { lease: Some(Duration::from_millis(600)) };
+        let sem = c.semaphore_with(&name, 1, opts).unwrap();
+        let p = sem.acquire(1).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(p.lost_reason(), None, "{backend}");
+        let other = client(&url).await.semaphore(&name, 1).unwrap();
+        assert!(other.try_acquire(1, Duration::ZERO).await.unwrap().is_none(), "{backend}: renewed permit taken");
+        p.release().await.unwrap();
+    }
+}
+
+/// The `threading.Semaphore` / `java.util.concurrent.Semaphore` shape:
+/// acquire keeps the grant in the handle, release(n) gives back whole
+/// grants, newest first; a count that splits a grant releases nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_grants_are_released_by_count() {
+    for (backend, url) in semaphore_backends() {
+        let name = unique("sem-held");
+        let c = client(&url).await;
+        let sem = c.semaphore(&name, 4).unwrap();
+        let t1 = sem.acquire_held(1, None).await.unwrap().unwrap();
+        let t2 = sem.acquire_held(2, None).await.unwrap().unwrap();
+        assert!(t2 > t1);
+        assert_eq!(sem.held_permits(), 3);
+        assert_eq!(sem.newest_token(), Some(t2));
+        assert!(matches!(sem.release(1).await, Err(Error::InvalidOption(_))), "{backend}: split a grant of 2");
+        assert_eq!(sem.held_permits(), 3, "{backend}: a refused release released something");
+        sem.release(2).await.unwrap();
+        assert_eq!(sem.newest_token(), Some(t1));
+        assert!(sem.acquire_held(4, Some(Duration::ZERO)).await.unwrap().is_none(), "{backend}: 4 with 1 held");
+        sem.release(1).await.unwrap();
+        assert_eq!(redis_counts(&url, &name).await, (4, 0), "{backend}");
+    }
+}
