@@ -7,7 +7,7 @@ mod support;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use polylock::{Client, ClientOptions, Error, Lock, LockMode, LossWatch, OwnerId};
+use polylock::{Client, ClientOptions, Error, Lock, LockMode, LossWatch, OwnerId, Permits, Semaphore};
 use serde_json::Value;
 use support::*;
 use tokio::task::JoinHandle;
@@ -23,6 +23,8 @@ fn outcome(r: &Result<u64, Error>) -> &'static str {
         Err(Error::InvalidUrl { .. }) => "invalid_url",
         Err(Error::Connect { .. }) => "connect_error",
         Err(Error::UpgradeRefused(_)) => "upgrade_refused",
+        Err(Error::PermitsMismatch { .. }) => "permits_mismatch",
+        Err(Error::InvalidOption(_)) => "invalid_option",
         Err(_) => "other_error",
     }
 }
@@ -58,6 +60,11 @@ struct Run {
     tokens: HashMap<String, u64>,
     background: HashMap<String, JoinHandle<Result<u64, Error>>>,
     loss: HashMap<(usize, u64, LockMode), LossWatch>,
+    /// A semaphore scenario's number of permits.
+    permits: Option<u32>,
+    /// Semaphore grants by (client, owner), and those under way.
+    grants: HashMap<(usize, u64), Permits>,
+    sem_background: HashMap<String, (usize, u64, JoinHandle<Result<Permits, Error>>)>,
 }
 
 /// A step's `mode`: the mutex (absent), or a half of the read-write lock.
@@ -66,6 +73,7 @@ fn mode_of(step: &Value) -> LockMode {
         None => LockMode::Exclusive,
         Some("read") => LockMode::Read,
         Some("write") => LockMode::Write,
+        Some("permits") => LockMode::Semaphore,
         Some(other) => panic!("unknown mode {other}"),
     }
 }
@@ -77,6 +85,39 @@ impl Run {
             LockMode::Read => self.clients[c].rw_lock(&self.name).unwrap().read().clone(),
             LockMode::Write => self.clients[c].rw_lock(&self.name).unwrap().write().clone(),
             _ => self.clients[c].lock(&self.name).unwrap(),
+        }
+    }
+
+    /// Client `c`'s handle on the scenario's semaphore, with the step's number of permits.
+    fn semaphore(&self, c: usize, step: &Value) -> Semaphore {
+        let n = step["permits"].as_u64().map_or(self.permits.expect("a semaphore scenario"), |n| n as u32);
+        self.clients[c].semaphore(&self.name, n).unwrap()
+    }
+
+    /// Keeps a semaphore grant for its (client, owner) and answers as an acquire does.
+    fn keep_grant(&mut self, c: usize, owner: u64, r: Result<Permits, Error>) -> Result<u64, Error> {
+        r.map(|p| {
+            let token = p.fencing_token();
+            self.loss.insert((c, owner, LockMode::Semaphore), p.loss_watch());
+            self.grants.insert((c, owner), p);
+            token
+        })
+    }
+
+    /// Redis: the permits held on the server (Redisson's set of permit ids).
+    async fn server_permits(&self) -> u64 {
+        let mut c = raw_redis(&self.url).await;
+        redis::cmd("ZCARD").arg(format!("{{{}}}:timeout", self.name)).query_async(&mut c).await.unwrap()
+    }
+
+    /// Redis: every held permit's expiry set in the past, as if its holder
+    /// died long ago; the next script takes them back.
+    async fn expire_permits(&self) {
+        let mut c = raw_redis(&self.url).await;
+        let key = format!("{{{}}}:timeout", self.name);
+        let ids: Vec<Vec<u8>> = redis::cmd("ZRANGE").arg(&key).arg(0).arg(-1).query_async(&mut c).await.unwrap();
+        for id in ids {
+            let _: i64 = redis::cmd("ZADD").arg(&key).arg("XX").arg(0).arg(id).query_async(&mut c).await.unwrap();
         }
     }
 
@@ -112,6 +153,14 @@ impl Run {
     }
 
     async fn server_clean(&self) -> bool {
+        if self.permits.is_some() && self.backend != "zookeeper" {
+            // The counter of free permits stays (Redisson's does too).
+            let mut c = raw_redis(&self.url).await;
+            let queue = format!("polylock_semqueue:{{{}}}", self.name);
+            let deadlines = format!("polylock_semqueue_deadline:{{{}}}", self.name);
+            let queued: i64 = redis::cmd("EXISTS").arg(queue).arg(deadlines).query_async(&mut c).await.unwrap();
+            return queued == 0 && self.server_permits().await == 0;
+        }
         match self.backend {
             "zookeeper" => zk_children(&self.url, &self.name).await.is_empty(),
             _ => redis_leftovers(&self.url, &self.name).await.is_empty(),
@@ -139,6 +188,9 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
         tokens: HashMap::new(),
         background: HashMap::new(),
         loss: HashMap::new(),
+        permits: sc["permits"].as_u64().map(|n| n as u32),
+        grants: HashMap::new(),
+        sem_background: HashMap::new(),
     };
     for (i, step) in sc["steps"].as_array().unwrap().iter().enumerate() {
         let ctx = format!("{scenario} on {backend}, step {i} {step}");
@@ -146,7 +198,61 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
         let c = step["client"].as_u64().unwrap_or(0) as usize;
         let owner = step["owner"].as_u64().unwrap_or(0);
         let expect = step["expect"].as_str().unwrap_or("");
+        let permits = mode_of(step) == LockMode::Semaphore;
+        let count = step["count"].as_u64().unwrap_or(1) as u32;
         match op {
+            "acquire" if permits => {
+                let timeout = step["timeout_ms"].as_u64().map(Duration::from_millis);
+                let started = Instant::now();
+                let got = run.semaphore(c, step).acquire_for(count, timeout).await;
+                let r = run.keep_grant(c, owner, got);
+                assert_eq!(outcome(&r), expect, "{ctx}: {r:?}");
+                if let Some(ms) = step["min_elapsed_ms"].as_u64() {
+                    assert!(started.elapsed() >= Duration::from_millis(ms), "{ctx}: gave up early");
+                }
+                if let Ok(t) = r {
+                    run.check_token(step, t, &ctx);
+                    if let Some(k) = step["save_token"].as_str() {
+                        run.tokens.insert(k.to_owned(), t);
+                    }
+                }
+            }
+            "release" if permits => {
+                let grant = run.grants.remove(&(c, owner)).unwrap_or_else(|| panic!("{ctx}: no grant to release"));
+                let r = grant.release().await.map(|()| 0);
+                let got = if r.is_ok() { "ok" } else { outcome(&r) };
+                assert_eq!(got, expect, "{ctx}: {r:?}");
+            }
+            "start_acquire" if permits => {
+                let sem = run.semaphore(c, step);
+                let id = step["id"].as_str().unwrap().to_owned();
+                let h = tokio::spawn(async move { sem.acquire_for(count, None).await });
+                run.sem_background.insert(id, (c, owner, h));
+            }
+            "await" if run.sem_background.contains_key(step["id"].as_str().unwrap()) => {
+                let (gc, gowner, h) = run.sem_background.remove(step["id"].as_str().unwrap()).unwrap();
+                let within = Duration::from_millis(step["within_ms"].as_u64().unwrap_or(10_000));
+                let got =
+                    tokio::time::timeout(within, h).await.unwrap_or_else(|_| panic!("{ctx}: still waiting")).unwrap();
+                let r = run.keep_grant(gc, gowner, got);
+                assert_eq!(outcome(&r), expect, "{ctx}: {r:?}");
+                if let Ok(t) = r {
+                    run.check_token(step, t, &ctx);
+                }
+            }
+            "cancel" if run.sem_background.contains_key(step["id"].as_str().unwrap()) => {
+                let (_, _, h) = run.sem_background.remove(step["id"].as_str().unwrap()).unwrap();
+                h.abort();
+                let _ = h.await;
+            }
+            "server_permits" => {
+                let want = step["expect_count"].as_u64().unwrap();
+                let within = Duration::from_millis(step["within_ms"].as_u64().unwrap_or(3000));
+                let r = &run;
+                let ok = eventually(within, || async move { r.server_permits().await == want }).await;
+                assert!(ok, "{ctx}: {} permits held on the server", run.server_permits().await);
+            }
+            "expire_lease" if run.permits.is_some() && backend != "zookeeper" => run.expire_permits().await,
             "acquire" => {
                 let timeout = step["timeout_ms"].as_u64().map(Duration::from_millis);
                 let started = Instant::now();
