@@ -51,6 +51,9 @@ async fn direct_url(backend: &str, url: &str, name: &str) -> String {
     }
 }
 
+/// A semaphore acquire under way, and the (client, owner) its grant is for.
+type PendingPermits = (usize, u64, JoinHandle<Result<Permits, Error>>);
+
 struct Run {
     backend: &'static str,
     /// The server itself, to look at it (see [`direct_url`]).
@@ -64,7 +67,7 @@ struct Run {
     permits: Option<u32>,
     /// Semaphore grants by (client, owner), and those under way.
     grants: HashMap<(usize, u64), Permits>,
-    sem_background: HashMap<String, (usize, u64, JoinHandle<Result<Permits, Error>>)>,
+    sem_background: HashMap<String, PendingPermits>,
 }
 
 /// A step's `mode`: the mutex (absent), or a half of the read-write lock.
