@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use polylock::{Client, Error, LockMode};
+use polylock::{current_owner, Client, Error, LockMode};
 
 /// Exit codes other than the command's own.
 mod exit {
@@ -29,6 +29,7 @@ mod exit {
   polylock run nightly-report -- ./report.sh --full
   polylock run orders/42 --url zk://127.0.0.1:2181 --timeout 10 -- python3 settle.py
   polylock run reports --url zk://127.0.0.1:2181 --read -- ./read-report.sh
+  polylock run exports --permits 4 -- ./export.sh    # at most 4 at once
   POLYLOCK_URL=redis://127.0.0.1:6379 polylock status nightly-report
 
 Exit codes of `run`: the command's own; 64 bad input; 69 server unreachable;
@@ -58,8 +59,12 @@ enum Command {
         #[arg(long, conflicts_with = "write")]
         read: bool,
         /// Take the write half of a read-write lock: excludes readers and writers.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "permits")]
         write: bool,
+        /// Take one permit of a semaphore of N permits: at most N commands
+        /// of this name run at once (every run of a name must say the same N).
+        #[arg(long, conflicts_with = "read", value_parser = clap::value_parser!(u32).range(1..))]
+        permits: Option<u32>,
         /// The command and its arguments.
         #[arg(trailing_var_arg = true, required = true)]
         cmd: Vec<String>,
@@ -84,7 +89,7 @@ fn code_for(e: &Error) -> u8 {
         Error::InvalidUrl { .. } | Error::InvalidName(_) | Error::InvalidOption(_) => exit::USAGE,
         Error::Connect { .. } | Error::Unavailable { .. } => exit::UNAVAILABLE,
         Error::Timeout(_) | Error::WouldBlock(_) => exit::TIMEOUT,
-        Error::UpgradeRefused(_) => exit::USAGE,
+        Error::UpgradeRefused(_) | Error::PermitsMismatch { .. } => exit::USAGE,
         Error::Lost { .. } => exit::LOST,
         _ => 1,
     }
@@ -101,10 +106,11 @@ async fn main() -> ExitCode {
                 ExitCode::from(code_for(&e))
             }
         },
-        Command::Run { name, url, timeout, lease, read, write, cmd } => {
-            let mode = match (read, write) {
-                (true, _) => LockMode::Read,
-                (_, true) => LockMode::Write,
+        Command::Run { name, url, timeout, lease, read, write, permits, cmd } => {
+            let mode = match (read, write, permits) {
+                (true, _, _) => LockMode::Read,
+                (_, true, _) => LockMode::Write,
+                (_, _, Some(_)) => LockMode::Semaphore,
                 _ => LockMode::Exclusive,
             };
             let timeout = match timeout.map(|t| seconds("--timeout", t)).transpose() {
@@ -121,7 +127,7 @@ async fn main() -> ExitCode {
                     return ExitCode::from(exit::USAGE);
                 }
             };
-            match run(&name, &url, mode, timeout, lease, &cmd).await {
+            match run(&name, &url, mode, permits.unwrap_or(1), timeout, lease, &cmd).await {
                 Ok(code) => ExitCode::from(code),
                 Err(e) => {
                     eprintln!("polylock: {e}");
@@ -139,6 +145,10 @@ async fn status(name: &str, url: &str) -> Result<(), Error> {
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = match (s.held, s.holder.as_deref(), s.readers) {
+        (_, _, _) if s.permits.is_some() => {
+            let p = s.permits.expect("checked");
+            writeln!(out, "{name}: {} of {} permits held", p.held, p.total)
+        }
         (true, holder, 0) => writeln!(out, "{name}: held by {}", holder.unwrap_or("?")),
         (true, holder, n) => writeln!(out, "{name}: read by {n} (first: {})", holder.unwrap_or("?")),
         (false, _, _) => writeln!(out, "{name}: free"),
@@ -162,10 +172,40 @@ async fn status(name: &str, url: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// What `run` holds while the command runs: a lock (or half) or a permit.
+enum Hold {
+    Lock(polylock::Guard),
+    Permit(polylock::Permits),
+}
+
+impl Hold {
+    fn fencing_token(&self) -> u64 {
+        match self {
+            Hold::Lock(g) => g.fencing_token(),
+            Hold::Permit(p) => p.fencing_token(),
+        }
+    }
+
+    async fn lost(&self) -> polylock::LossReason {
+        match self {
+            Hold::Lock(g) => g.lost().await,
+            Hold::Permit(p) => p.lost().await,
+        }
+    }
+
+    async fn release(self) -> Result<(), Error> {
+        match self {
+            Hold::Lock(g) => g.release().await,
+            Hold::Permit(p) => p.release().await,
+        }
+    }
+}
+
 async fn run(
     name: &str,
     url: &str,
     mode: LockMode,
+    permits: u32,
     timeout: Option<Duration>,
     lease: Option<Duration>,
     cmd: &[String],
@@ -173,11 +213,19 @@ async fn run(
     let client = Client::connect(url).await?;
     let opts = polylock::LockOptions { lease };
     let lock = match mode {
-        LockMode::Exclusive => client.lock_with(name, opts)?,
-        LockMode::Read => client.rw_lock_with(name, opts)?.read().clone(),
-        LockMode::Write => client.rw_lock_with(name, opts)?.write().clone(),
+        LockMode::Semaphore => {
+            let sem = client.semaphore_with(name, permits, opts)?;
+            Hold::Permit(sem.acquire_for(1, timeout).await?)
+        }
+        LockMode::Read => {
+            Hold::Lock(client.rw_lock_with(name, opts)?.read().acquire_as(current_owner(), timeout).await?)
+        }
+        LockMode::Write => {
+            Hold::Lock(client.rw_lock_with(name, opts)?.write().acquire_as(current_owner(), timeout).await?)
+        }
+        _ => Hold::Lock(client.lock_with(name, opts)?.acquire_as(current_owner(), timeout).await?),
     };
-    let guard = lock.acquire_as(polylock::current_owner(), timeout).await?;
+    let guard = lock;
     let mut child = match tokio::process::Command::new(&cmd[0])
         .args(&cmd[1..])
         .env("POLYLOCK_FENCING_TOKEN", guard.fencing_token().to_string())

@@ -98,3 +98,45 @@ fn read_runs_share_and_a_write_run_waits() {
         assert_eq!(code(&polylock(&["run", &name, "--read", "--write", "--", "true"])), 2, "--read with --write");
     }
 }
+
+/// `--permits N` is a concurrency limit: N runs at once (status shows
+/// them), the next gives up with 75, a run with another N is refused with
+/// 64, and once the runs end every permit is free again.
+#[test]
+fn permit_runs_are_limited_to_n_at_once() {
+    for (backend, url) in backends().into_iter().filter(|(b, _)| *b == "redis") {
+        let name = unique(&format!("cli-sem-{backend}"));
+        let runs: Vec<_> = (0..2)
+            .map(|_| {
+                let mut r = Command::new(env!("CARGO_BIN_EXE_polylock"))
+                    .args(["run", &name, "--url", &url, "--permits", "2", "--", "sh", "-c", "echo held; sleep 3"])
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let mut first = [0u8; 4];
+                r.stdout.take().unwrap().read_exact(&mut first).unwrap();
+                r
+            })
+            .collect();
+        let o = polylock(&["status", &name, "--url", &url]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("2 of 2 permits held"), "{backend}: {out}");
+        let o = polylock(&["run", &name, "--url", &url, "--permits", "2", "--timeout", "0.3", "--", "true"]);
+        assert_eq!(code(&o), 75, "{backend}: a third run beside two of two permits: {o:?}");
+        let o = polylock(&["run", &name, "--url", &url, "--permits", "3", "--timeout", "0.3", "--", "true"]);
+        assert_eq!(code(&o), 64, "{backend}: another number of permits: {o:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains("2 permits"), "{backend}: {o:?}");
+        for mut r in runs {
+            assert!(r.wait().unwrap().success(), "{backend}");
+        }
+        let o = polylock(&["run", &name, "--url", &url, "--permits", "2", "--timeout", "5", "--", "true"]);
+        assert_eq!(code(&o), 0, "{backend}: {o:?}");
+        let out = String::from_utf8_lossy(&polylock(&["status", &name, "--url", &url]).stdout).into_owned();
+        assert!(out.contains("0 of 2 permits held"), "{backend}: {out}");
+        assert_eq!(
+            code(&polylock(&["run", &name, "--read", "--permits", "2", "--", "true"])),
+            2,
+            "--read with --permits"
+        );
+    }
+}

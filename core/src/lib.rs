@@ -136,6 +136,6 @@ pub use io::{
 pub use machine::{AcquireOptions, LockMachine};
 pub use mode::{LockMode, PermitRequest};
 pub use name::LockName;
-pub use status::LockStatus;
+pub use status::{LockStatus, PermitCounts};
 pub use table::{LockTable, Output, StatusId};
 pub use time::Instant;

@@ -26,6 +26,16 @@ pub struct LockStatus {
     /// Read-write locks: how many hold the read half (`holder` is the
     /// first of them). 0 for a mutex, a writer, or a free lock.
     pub readers: u32,
+    /// Semaphores (Redis): permits held now, of how many (the recorded
+    /// number, else free plus held as Redisson counts it).
+    pub permits: Option<PermitCounts>,
+}
+
+/// A semaphore's permits as the server counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PermitCounts {
+    pub held: u32,
+    pub total: u32,
 }
 
 /// What a status read does after a reply.

@@ -319,7 +319,8 @@ impl LockTable {
             Backend::Redis => {
                 let keys = crate::redis::RedisKeys::of(name);
                 let rw = crate::redis::RedisKeys::of_read_write(name);
-                let (r, op) = crate::redis::status::RedisStatusRead::start(&keys, &rw);
+                let sem = crate::redis::RedisKeys::of_semaphore(name);
+                let (r, op) = crate::redis::status::RedisStatusRead::start(&keys, &rw, &sem);
                 (StatusRead::Redis(r), op)
             }
             Backend::ZooKeeper => {

@@ -247,7 +247,17 @@ fn redis_status_is_one_script_decoded_in_core() {
     let Op::Redis(RedisOp::Eval { script, keys: sent, .. }) = &cmd.op else { panic!("{cmd:?}") };
     assert_eq!(script.name, redis::STATUS.name);
     let rw_queue = redis::RedisKeys::of_read_write(&n).queue().to_owned();
-    assert_eq!(sent, &vec![keys.lock().to_owned(), keys.fence().to_owned(), keys.queue().to_owned(), rw_queue]);
+    let sem = redis::RedisKeys::of_semaphore(&n);
+    let expected = vec![
+        keys.lock().to_owned(),
+        keys.fence().to_owned(),
+        keys.queue().to_owned(),
+        rw_queue,
+        sem.permit_timeouts().unwrap().to_owned(),
+        sem.queue().to_owned(),
+        sem.permit_total().unwrap().to_owned(),
+    ];
+    assert_eq!(sent, &expected);
     assert_eq!(t.lock_count(), 0, "a status read needs no machine");
     let reply = Reply::Redis(RedisValue::Array(vec![
         RedisValue::Bulk(b"c:1".to_vec()),
@@ -268,6 +278,7 @@ fn redis_status_is_one_script_decoded_in_core() {
                 waiters: Some(2),
                 ttl_ms: Some(900),
                 readers: 0,
+                permits: None,
             })
         }]
     );
@@ -307,6 +318,7 @@ fn zookeeper_status_lists_reads_the_first_and_lists_again_on_no_node() {
                 waiters: Some(0),
                 ttl_ms: None,
                 readers: 0,
+                permits: None,
             })
         }]
     );

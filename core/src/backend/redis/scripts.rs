@@ -222,13 +222,28 @@ return 0
 "#,
 };
 
-/// KEYS: lock, fence, queue, read-write queue. Returns `{holder field or
-/// '', pttl, last token, waiters, readers}`: what `polylock status` shows.
+/// KEYS: lock, fence, queue, read-write queue, and the semaphore's permit
+/// expiries, queue and recorded number of permits. Returns `{holder field
+/// or '', pttl, last token, waiters, readers}`: what `polylock status`
+/// shows; for a semaphore (a counter at the name) `{first permit id, ms to
+/// its expiry, last token, waiters, 0, permits held, permits}`.
 /// A read-write lock's hash holds `mode` beside its holders' fields; while
 /// it is `read`, every holder is a reader. Read-only.
 pub static STATUS: Script = Script {
     name: "polylock_status",
-    source: r#"-- polylock status v2
+    source: r#"-- polylock status v3
+if redis.call('TYPE', KEYS[1])['ok'] == 'string' then
+  -- A semaphore (Redisson's RPermitExpirableSemaphore): permits held now.
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local held = redis.call('ZCOUNT', KEYS[5], '(' .. now, '+inf')
+  local total = tonumber(redis.call('GET', KEYS[7]) or '-1')
+  if total < 0 then total = tonumber(redis.call('GET', KEYS[1])) + redis.call('ZCARD', KEYS[5]) end
+  local first = redis.call('ZRANGEBYSCORE', KEYS[5], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local ttl = -2
+  if first[2] then ttl = tonumber(first[2]) - now end
+  return {first[1] or '', ttl, tonumber(redis.call('GET', KEYS[2]) or '0'), redis.call('ZCARD', KEYS[6]), 0, held, total}
+end
 local holders = {}
 for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
   if f ~= 'mode' then holders[#holders + 1] = f end

@@ -3,7 +3,7 @@
 use super::keys::RedisKeys;
 use super::scripts::STATUS;
 use crate::io::{Op, RedisOp, RedisValue, Reply};
-use crate::status::{unexpected, LockStatus, StatusStep};
+use crate::status::{unexpected, LockStatus, PermitCounts, StatusStep};
 use crate::{Backend, Error};
 
 /// A status read of one Redis lock.
@@ -11,11 +11,17 @@ use crate::{Backend, Error};
 pub(crate) struct RedisStatusRead;
 
 impl RedisStatusRead {
-    /// `keys` of the mutex and `rw` of the read-write lock of one name:
-    /// the status shows whichever holds it.
-    pub(crate) fn start(keys: &RedisKeys, rw: &RedisKeys) -> (Self, Op) {
-        let keys =
-            vec![keys.lock().to_owned(), keys.fence().to_owned(), keys.queue().to_owned(), rw.queue().to_owned()];
+    /// `keys` of the mutex, `rw` of the read-write lock and `sem` of the
+    /// semaphore of one name: the status shows whichever holds it.
+    /// `sem`: the semaphore's of the name.
+    pub(crate) fn start(keys: &RedisKeys, rw: &RedisKeys, sem: &RedisKeys) -> (Self, Op) {
+        let keys = [keys.lock(), keys.fence(), keys.queue(), rw.queue()]
+            .into_iter()
+            .chain(sem.permit_timeouts())
+            .chain([sem.queue()])
+            .chain(sem.permit_total())
+            .map(str::to_owned)
+            .collect();
         (RedisStatusRead, Op::Redis(RedisOp::Eval { script: &STATUS, keys, args: vec![] }))
     }
 
@@ -27,8 +33,16 @@ impl RedisStatusRead {
 fn decode(reply: Reply) -> Result<LockStatus, Error> {
     match reply {
         Reply::Redis(RedisValue::Array(v)) => match v.as_slice() {
-            [RedisValue::Bulk(h), RedisValue::Int(ttl), RedisValue::Int(token), RedisValue::Int(w), RedisValue::Int(r)] =>
+            [RedisValue::Bulk(h), RedisValue::Int(ttl), RedisValue::Int(token), RedisValue::Int(w), RedisValue::Int(r), rest @ ..] =>
             {
+                let permits = match rest {
+                    [] => None,
+                    [RedisValue::Int(held), RedisValue::Int(total)] => Some(PermitCounts {
+                        held: u32::try_from(*held).unwrap_or(0),
+                        total: u32::try_from(*total).unwrap_or(0),
+                    }),
+                    other => return Err(Error::Protocol(format!("unexpected status permits {other:?}"))),
+                };
                 let holder = String::from_utf8_lossy(h).into_owned();
                 Ok(LockStatus {
                     held: !holder.is_empty(),
@@ -37,6 +51,7 @@ fn decode(reply: Reply) -> Result<LockStatus, Error> {
                     waiters: usize::try_from(*w).ok(),
                     ttl_ms: (*ttl >= 0).then_some(*ttl),
                     readers: u32::try_from(*r).unwrap_or(0),
+                    permits,
                 })
             }
             other => Err(Error::Protocol(format!("unexpected status reply {other:?}"))),
@@ -72,9 +87,20 @@ mod tests {
                 fencing_token: Some(42),
                 waiters: Some(2),
                 ttl_ms: Some(900),
-                readers: 0
+                readers: 0,
+                permits: None
             }
         );
+    }
+
+    #[test]
+    fn a_semaphore_shows_its_permits() {
+        let Reply::Redis(RedisValue::Array(mut v)) = reply("c:9:1", 800, 7, 1) else { unreachable!() };
+        v.extend([RedisValue::Int(2), RedisValue::Int(4)]);
+        let st = decode(Reply::Redis(RedisValue::Array(v))).unwrap();
+        assert_eq!(st.permits, Some(PermitCounts { held: 2, total: 4 }));
+        assert!(st.held);
+        assert_eq!(decode(reply("c:1", 900, 42, 2)).unwrap().permits, None, "a lock has no permits");
     }
 
     #[test]

@@ -36,6 +36,7 @@ impl ZkStatusRead {
                 waiters: Some(waiters),
                 ttl_ms: None,
                 readers,
+                permits: None,
             })),
             (Some(_), Reply::NoNode) if self.listings < MAX_LISTINGS => {
                 // The holder left between the listing and the read: list again.
@@ -61,6 +62,7 @@ impl ZkStatusRead {
                 waiters: Some(0),
                 ttl_ms: None,
                 readers: 0,
+                permits: None,
             };
             return StatusStep::Done(Ok(free));
         };
