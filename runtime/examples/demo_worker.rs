@@ -2,11 +2,15 @@
 //! the Python, Node and Java workers follow the same protocol, described in
 //! demo/README.md):
 //! `demo_worker --url URL --lock NAME --resource-url REDIS_URL --rounds N --id ID
-//!              [--hold-ms MS] [--lease-ms MS] [--session-ms MS]`
+//!              [--hold-ms MS] [--lease-ms MS] [--session-ms MS] [--permits N]`
 //! For each round: acquire; print a grant line; read the resource's count;
 //! hold for --hold-ms; write count+1 through the fencing-checked script
 //! (demo/resource.lua); print a record line with start/end on
 //! CLOCK_MONOTONIC and whether the lock was lost meanwhile; release.
+//! With `--permits N` it takes one permit of the semaphore of N permits
+//! instead of the lock, and holds without touching the resource (N holders
+//! at once: there is no single writer to fence); its records say
+//! `"accepted": true`.
 
 use std::time::Duration;
 
@@ -42,6 +46,26 @@ async fn main() {
     let pid = std::process::id();
 
     let client = Client::connect_with(&url, opts).await.unwrap_or_else(|e| panic!("{e}"));
+    if let Some(n) = arg("--permits") {
+        let sem = client.semaphore(&name, n.parse().expect("--permits N")).unwrap();
+        for _ in 0..rounds {
+            let permit = sem.acquire(1).await.unwrap();
+            let token = permit.fencing_token();
+            let start = monotonic_ns();
+            println!(
+                "{{\"event\": \"grant\", \"worker\": \"{id}\", \"lang\": \"rust\", \"backend\": \"{backend}\", \"pid\": {pid}, \"token\": {token}, \"t_ns\": {start}}}"
+            );
+            tokio::time::sleep(hold).await;
+            let end = monotonic_ns();
+            let lost_during = permit.lost_reason().is_some();
+            let lost = lost_during || matches!(permit.release().await, Err(Error::Lost { .. }));
+            println!(
+                "{{\"worker\": \"{id}\", \"lang\": \"rust\", \"backend\": \"{backend}\", \"pid\": {pid}, \"token\": {token}, \"start_ns\": {start}, \"end_ns\": {end}, \"accepted\": true, \"lost\": {lost}}}"
+            );
+        }
+        client.close().await;
+        return;
+    }
     let lock = client.lock(&name).unwrap();
     for _ in 0..rounds {
         let guard = lock.acquire().await.unwrap();

@@ -22,6 +22,13 @@ awaited, each repeated --trials times, on loopback servers only:
                while the lock was held, after more grants: the lock and its
                fence counter go back; tokens must still grow
   leader-kill  the leader of the 3-node ZooKeeper ensemble killed (then restarted)
+  sem-sigkill  the workers take permits of one semaphore of SEM_PERMITS permits
+               instead of the lock (N hold at once, so no resource write); a
+               permit holder SIGKILLed per trial: never more than N inside at
+               once (records, and a killed holder's grant up to its kill), the
+               others go on being granted, free + held permits on the server
+               stay N throughout (no permit lost or made up), and once every
+               worker is gone and the leases passed no permit is held
 
 Failover rows (--failover-trials each; skipped when their servers are not
 configured; on Sentinel with replica acknowledgement, replicas=1; the
@@ -80,6 +87,8 @@ HOLD_MS = 60
 # lost the lock would otherwise cause a lost update no fencing can catch).
 REPLICA_HOLD_MS = 1200
 REPLICA_SPELL_S = 2.0
+# The semaphore row: permits of one semaphore, fewer than the workers.
+SEM_PERMITS = 2
 
 
 def now_ns():
@@ -106,6 +115,8 @@ class Worker:
             "--rounds", "1000000", "--id", self.id, "--hold-ms", str(pool.hold_ms),
             "--lease-ms", str(LEASE_MS), "--session-ms", str(SESSION_MS),
         ]
+        if pool.permits:
+            args += ["--permits", str(pool.permits)]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
         self.pid = self.proc.pid
         threading.Thread(target=self._read, daemon=True).start()
@@ -139,9 +150,9 @@ class Worker:
 class Pool:
     """Workers of every language contending on one lock on one server."""
 
-    def __init__(self, backend, url, langs, resource_url, hold_ms=HOLD_MS):
+    def __init__(self, backend, url, langs, resource_url, hold_ms=HOLD_MS, permits=None):
         self.backend, self.url, self.resource_url = backend, url, resource_url
-        self.hold_ms = hold_ms
+        self.hold_ms, self.permits = hold_ms, permits
         self.lock = f"faults/{backend.replace(' ', '-')}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
         self.resource = f"demo:resource:{'zookeeper' if url.startswith('zk') else 'redis'}:{self.lock}"
         self.events = queue.Queue()
@@ -386,13 +397,75 @@ def run_fault(fault, pool, trials, result, bound_s, lock_port):
             result.recoveries.append(nxt[1]["t_ns"] - t0)
 
 
-def available_workers():
+def permits_on_server(url, name):
+    """(free, held) permits of a Redis semaphore: the counter at the name and
+    the set of held permit ids (expired ones included until a script reclaims them)."""
+    free = redis_cli(url, "GET", name).strip()
+    held = redis_cli(url, "ZCARD", "{" + name + "}:timeout").strip()
+    return int(free or 0), int(held or 0)
+
+
+def most_inside(pool, killed):
+    """The most permit holders inside at once: every record's section, and
+    each killed holder's grant without a record up to its kill."""
+    spans = [(r["start_ns"], r["end_ns"]) for r in pool.records]
+    recorded = {r["token"] for r in pool.records}
+    spans += [(g["t_ns"], at) for g, at in killed if g["token"] not in recorded]
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda e: (e[0], e[1]))
+    inside = most = 0
+    for _, step in edges:
+        inside += step
+        most = max(most, inside)
+    return most
+
+
+def run_semaphore_row(pool, trials, result, bound_s):
+    """sem-sigkill: see the module docs."""
+    killed = []
+    for _ in range(trials):
+        got = pool.wait_grant(30)
+        if got is None:
+            result.failures.append("no permit granted within 30 s before a trial")
+            return
+        w, grant = got
+        result.trials += 1
+        time.sleep(pool.hold_ms / 4000)  # inside the critical section
+        t0 = now_ns()
+        w.signal(signal.SIGKILL)
+        killed.append((grant, t0))
+        nxt = pool.wait_grant(bound_s, exclude=w, after_ns=t0)
+        pool.respawn(w)
+        if nxt is None:
+            result.failures.append(f"trial {result.trials}: no permit granted within {bound_s} s after the kill")
+        else:
+            result.recoveries.append(nxt[1]["t_ns"] - t0)
+        free, held = permits_on_server(pool.url, pool.lock)
+        if free + held != pool.permits:
+            result.failures.append(f"trial {result.trials}: {free} free + {held} held permits, not {pool.permits}")
+    most = most_inside(pool, killed)
+    result.notes.append(f"at most {most} of {pool.permits} inside")
+    result.overlaps = most
+    if most > pool.permits:
+        result.failures.append(f"{most} permit holders inside at once, {pool.permits} permits")
+    for w in pool.workers:
+        w.stop()
+    time.sleep(LEASE_MS / 1000 + 0.5)
+    # Every worker is gone and its lease over: a status read reclaims and counts.
+    now_ms = int(redis_cli(pool.url, "TIME").split()[0]) * 1000
+    live = int(redis_cli(pool.url, "ZCOUNT", "{" + pool.lock + "}:timeout", f"({now_ms}", "+inf").strip() or 0)
+    if live:
+        result.failures.append(f"{live} permits still held after every holder died and its lease ended")
+
+
+def available_workers(only=None):
     target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
     langs = [("rust", [os.path.join(target, "release", "examples", "demo_worker")])]
     subprocess.run(
         ["cargo", "build", "--release", "-q", "-p", "polylock", "--example", "demo_worker"], check=True, cwd=ROOT
     )
     for lang in ("python", "node", "java"):
+        if only is not None and lang not in only:
+            continue
         run = os.path.join(ROOT, "demo", "workers", lang, "run")
         if os.access(run, os.X_OK) and subprocess.run([run, "--prepare"], cwd=ROOT, check=False).returncode == 0:
             langs.append((lang, [run]))
@@ -409,12 +482,13 @@ def main():
         "default half of --trials: 10 in CI, 50 in the long mode)",
     )
     ap.add_argument("--only", help="comma-separated faults to run")
+    ap.add_argument("--langs", help="comma-separated worker languages besides rust (default: every one available)")
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "faults", "RESULTS.md"))
     ap.add_argument("--dump", help="directory to write each failover row's grants, records and fault times to")
     args = ap.parse_args()
     env = os.environ
     resource_url = env["POLYLOCK_TEST_REDIS"]
-    langs = available_workers()
+    langs = available_workers(None if args.langs is None else set(args.langs.split(",")))
     print(f"workers: {', '.join(lang for lang, _ in langs)}", flush=True)
     plan = [
         # fault, backend label, lock server URL, recovery bound (s)
@@ -430,6 +504,7 @@ def main():
         ("cut-hold", "zookeeper", env["POLYLOCK_TEST_ZK"], 10),
         ("cut-acquire", "zookeeper", env["POLYLOCK_TEST_ZK"], 20),
         ("leader-kill", "zookeeper ensemble", env["POLYLOCK_TEST_ZK_ENSEMBLE"], 15),
+        ("sem-sigkill", "redis", env["POLYLOCK_TEST_REDIS2"], LEASE_MS / 1000 + 2),
     ]
     failover_trials = args.failover_trials if args.failover_trials is not None else max(1, args.trials // 2)
     sentinel, cluster = env.get("POLYLOCK_TEST_SENTINEL"), env.get("POLYLOCK_TEST_CLUSTER")
@@ -452,22 +527,31 @@ def main():
     started = time.time()
     for fault, backend, url, bound in plan:
         res = Result(fault, backend)
-        pool = Pool(backend, url, langs, resource_url, REPLICA_HOLD_MS if fault == "replica" else HOLD_MS)
+        semaphore = fault.startswith("sem-")
+        hold = REPLICA_HOLD_MS if fault == "replica" else HOLD_MS
+        # The semaphore row: two workers per language (at least four), more than there are permits.
+        workers = (langs * 4)[: max(4, 2 * len(langs))] if semaphore else langs
+        pool = Pool(backend, url, workers, resource_url, hold, permits=SEM_PERMITS if semaphore else None)
         t = time.time()
         try:
             if pool.wait_grant(60) is None:
                 res.failures.append("the workers never got the lock")
+            elif semaphore:
+                run_semaphore_row(pool, args.trials, res, bound)
             else:
                 run_fault(fault, pool, args.trials, res, bound, port_of(url))
         finally:
             pool.close()
-        res.stale, res.overlaps, res.refused, problems = pool.verify()
-        res.failures += problems
+        if not semaphore:
+            # The resource's checks; the semaphore row has N writers at once and checks its own.
+            res.stale, res.overlaps, res.refused, problems = pool.verify()
+            res.failures += problems
         if res.stale:
             res.failures.append(f"{res.stale} stale writes accepted")
         res.seconds = time.time() - t
         results.append(res)
-        print(f"{fault} on {backend}: {res.trials} trials in {res.seconds:.0f} s, "
+        notes = "".join(f"{n}, " for n in res.notes)
+        print(f"{fault} on {backend}: {res.trials} trials in {res.seconds:.0f} s, {notes}"
               f"{'ok' if not res.failures else 'FAILED: ' + '; '.join(res.failures[:3])}", flush=True)
     for fault, backend, url, bound, make_target in failovers:
         res = Result(fault, backend)
@@ -509,7 +593,8 @@ def main():
     text = (
         f"Workers: {', '.join(lang for lang, _ in langs)}; Redis lease {LEASE_MS} ms, ZooKeeper session "
         f"{SESSION_MS} ms, critical section {HOLD_MS} ms; {args.trials} trials per row, {failover_trials} per failover row "
-        f"(critical section {failover.HOLD_MS} ms there, replicas=1 on Sentinel); "
+        f"(critical section {failover.HOLD_MS} ms there, replicas=1 on Sentinel); sem-sigkill: {SEM_PERMITS} permits, "
+        f"its overlapping column is the most permit holders inside at once; "
         f"{time.time() - started:.0f} s in all.\n\n" + "\n".join(table) + "\n"
     )
     print(text)
