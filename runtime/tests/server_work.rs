@@ -202,6 +202,73 @@ async fn handoff(url: &str, raw: &mut redis::aio::MultiplexedConnection, waiters
     delta(&before, &after)
 }
 
+/// Commands per uncontended permit acquire+release of a semaphore, warm.
+async fn semaphore_uncontended(url: &str, raw: &mut redis::aio::MultiplexedConnection) -> (f64, String) {
+    let c = client(url).await;
+    let sem = c.semaphore(&unique("work-sem"), 4).unwrap();
+    sem.acquire(1).await.unwrap().release().await.unwrap();
+    let before = settled(raw).await;
+    for _ in 0..ROUNDS {
+        sem.acquire(1).await.unwrap().release().await.unwrap();
+    }
+    let after = settled(raw).await;
+    c.close().await;
+    let (total, per) = delta(&before, &after);
+    (total as f64 / ROUNDS as f64, per)
+}
+
+/// Commands for one permit handoff: the holder of a semaphore's one permit
+/// releases while `waiters` clients wait, counted from the release to the
+/// first waiter's grant.
+async fn semaphore_handoff(url: &str, raw: &mut redis::aio::MultiplexedConnection, waiters: usize) -> (u64, String) {
+    let name = unique(&format!("work-sem-handoff-{waiters}"));
+    let queue = polylock_core::redis::RedisKeys::of_semaphore(&LockName::new(&name).unwrap()).queue().to_owned();
+    let holder = client(url).await;
+    let held = holder.semaphore(&name, 1).unwrap().acquire(1).await.unwrap();
+    let (granted_tx, mut granted) = mpsc::unbounded_channel();
+    let mut clients: Vec<Client> = Vec::new();
+    let mut done = Vec::new();
+    let mut tasks = Vec::new();
+    for i in 0..waiters {
+        let c = client(url).await;
+        let sem = c.semaphore(&name, 1).unwrap();
+        let (release_tx, release) = oneshot::channel::<()>();
+        let granted_tx = granted_tx.clone();
+        done.push(Some(release_tx));
+        tasks.push(tokio::spawn(async move {
+            let p = sem.acquire_for(1, Some(Duration::from_secs(60))).await.unwrap();
+            let _ = granted_tx.send(i);
+            let _ = release.await;
+            p.release().await.unwrap();
+        }));
+        clients.push(c);
+    }
+    let all_queued = eventually(Duration::from_secs(30), || {
+        let mut raw = raw.clone();
+        let queue = queue.clone();
+        async move { redis::cmd("ZCARD").arg(&queue).query_async::<u64>(&mut raw).await.unwrap() == waiters as u64 }
+    })
+    .await;
+    assert!(all_queued, "{waiters} permit waiters never all queued");
+    let before = settled(raw).await;
+    held.release().await.unwrap();
+    let first = granted.recv().await.unwrap();
+    let after = settled(raw).await;
+    done[first].take();
+    for _ in 1..waiters {
+        let next = granted.recv().await.unwrap();
+        done[next].take();
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    for c in clients {
+        c.close().await;
+    }
+    holder.close().await;
+    delta(&before, &after)
+}
+
 /// Today's counts (Redis 7.0, measured by this test on this branch; the
 /// same in every run):
 /// - uncontended acquire+release: 14, the acquire and the leave scripts
@@ -232,10 +299,26 @@ async fn handoff(url: &str, raw: &mut redis::aio::MultiplexedConnection, waiters
 ///   Redisson's), and the acquire that asks again once subscribed (1 EVAL, 6
 ///   inside: acquire v6's recheck leaves a live place as it is; 29 before,
 ///   when the recheck did the queue upkeep again and both read the lock twice).
+/// - an uncontended permit acquire+release of a semaphore: 25, the acquire
+///   and leave scripts (2 EVAL) and 23 inside: each starts with TIME and
+///   the reclaim of expired permits (ZRANGEBYSCORE), the acquire checks the
+///   recorded number of permits (GET, EXISTS), whether the permit is ours
+///   already (ZSCORE), the queue's front (ZRANGE, ZRANK, ZCARD) and the free
+///   count (GET), takes it (DECRBY, ZADD) and the token (GET, PTTL, SET);
+///   the leave gives it back (ZREM, INCRBY), drops a queue entry (2 ZREM),
+///   looks at the front (ZRANGE) and announces the free count for Redisson
+///   waiters (GET, PUBLISH);
+/// - one permit handoff: 24 at 10 and 100 waiters (22 at 1): the leave
+///   script takes the permit back, grants the first waiter (its deadline
+///   ZSCORE, DECRBY, ZADD, token, PUBLISH on its channel, 2 ZREM) and looks
+///   at the next (ZRANGE, ZSCORE, GET: it does not fit), and the new
+///   holder's 2 UNSUBSCRIBEs. Only the front of the queue is walked.
 const UNCONTENDED_BOUND: f64 = 14.0;
 const REDISSON_HANDOFF_BOUND: u64 = 18;
 const HANDOFF_BOUND: u64 = 16;
 const QUEUE_BOUND: u64 = 19;
+const SEMAPHORE_BOUND: f64 = 25.0;
+const SEMAPHORE_HANDOFF_BOUND: u64 = 24;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_commands_per_acquire_release_and_per_handoff_do_not_grow() {
@@ -256,6 +339,18 @@ async fn server_commands_per_acquire_release_and_per_handoff_do_not_grow() {
         let (n, detail) = handoff(&url, &mut raw, waiters, Holder::Redisson).await;
         eprintln!("Redisson release with {waiters} polylock waiters: {n} commands ({detail})");
         redisson.push((waiters, n, detail));
+    }
+    let (sem_per_op, sem_detail) = semaphore_uncontended(&url, &mut raw).await;
+    eprintln!("uncontended permit acquire+release: {sem_per_op} commands ({sem_detail} over {ROUNDS})");
+    let mut sem_handoffs = Vec::new();
+    for waiters in [1, 10, 100] {
+        let (n, detail) = semaphore_handoff(&url, &mut raw, waiters).await;
+        eprintln!("permit handoff with {waiters} waiters: {n} commands ({detail})");
+        sem_handoffs.push((waiters, n, detail));
+    }
+    assert!(sem_per_op <= SEMAPHORE_BOUND, "uncontended permit acquire+release ran {sem_per_op} ({sem_detail})");
+    for (waiters, n, detail) in sem_handoffs {
+        assert!(n <= SEMAPHORE_HANDOFF_BOUND, "a permit handoff with {waiters} waiters ran {n} commands ({detail})");
     }
     assert!(queueing <= QUEUE_BOUND, "queueing one waiter ran {queueing} commands ({queue_detail})");
     assert!(per_op <= UNCONTENDED_BOUND, "uncontended acquire+release ran {per_op} commands ({detail})");

@@ -54,44 +54,32 @@ local function take(holder, k, lease)
   end
   return token_for(lease)
 end
--- The live queue, in order (members whose deadline passed are dropped).
-local function live_queue()
-  local live = {}
-  for _, m in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
+-- Grants the waiters at the front of the queue while the first one's ask
+-- fits, each told its token on its channel (`prefix:<member>`), dropping
+-- dead waiters (their deadline passed) on the way; returns the token
+-- granted to member `self` if it was one of them (not published: the
+-- caller answers it). Walks only the front: a handoff costs what it
+-- grants, however many wait. Afterwards the queue's first member, if
+-- any, is live and waits for more permits than are free.
+local function hand_on(prefix, self)
+  local mine = nil
+  while true do
+    local m = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+    if not m then return mine end
     local d = tonumber(redis.call('ZSCORE', KEYS[4], m))
     if d and d > now then
-      live[#live + 1] = m
-    else
-      redis.call('ZREM', KEYS[3], m)
-      redis.call('ZREM', KEYS[4], m)
-    end
-  end
-  return live
-end
--- Grants the waiters at the front of the queue while the first one's ask
--- fits, each told its token on its channel (`prefix:<member>`); returns
--- the live queue left and the token granted to member `self` if it was
--- one of them (not published: the caller answers it).
-local function hand_on(prefix, self)
-  local left, mine = {}, nil
-  local blocked = false
-  for _, m in ipairs(live_queue()) do
-    local k, holder, lease = string.match(m, '^p(%d+)|(.*)|[^|]*|(%d+)$')
-    if blocked or not k or tonumber(k) > available() then
-      blocked = true
-      left[#left + 1] = m
-    else
+      local k, holder, lease = string.match(m, '^p(%d+)|(.*)|[^|]*|(%d+)$')
+      if not k or tonumber(k) > available() then return mine end
       local token = take(holder, tonumber(k), lease)
-      redis.call('ZREM', KEYS[3], m)
-      redis.call('ZREM', KEYS[4], m)
       if m == self then
         mine = token
       else
         redis.call('PUBLISH', prefix .. ':' .. m, string.format('%.0f', token))
       end
     end
+    redis.call('ZREM', KEYS[3], m)
+    redis.call('ZREM', KEYS[4], m)
   end
-  return left, mine
 end
 -- The ms until the earliest held permit expires (-1: none does).
 local function next_expiry()
@@ -146,15 +134,16 @@ elseif held > 0 then
     redis.call('INCRBY', KEYS[1], redis.call('ZREM', KEYS[5], ARGV[1] .. ':' .. i))
   end
 end
-local left, mine = hand_on(ARGV[5], ARGV[6])
+local mine = hand_on(ARGV[5], ARGV[6])
 if mine then return {1, mine} end
-local ahead = #left
-for i, m in ipairs(left) do
-  if m == ARGV[6] then ahead = i - 1 break end
-end
+-- The queue's front is live now: anyone queued is ahead of a newcomer.
+local rank = redis.call('ZRANK', KEYS[3], ARGV[6])
+local ahead = rank or redis.call('ZCARD', KEYS[3])
 if ahead == 0 and available() >= k then
-  redis.call('ZREM', KEYS[3], ARGV[6])
-  redis.call('ZREM', KEYS[4], ARGV[6])
+  if rank then
+    redis.call('ZREM', KEYS[3], ARGV[6])
+    redis.call('ZREM', KEYS[4], ARGV[6])
+  end
   return {1, take(ARGV[1], k, ARGV[2])}
 end
 if ARGV[3] == '0' then
