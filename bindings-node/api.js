@@ -86,7 +86,7 @@ function build(native) {
     return hold
   }
 
-  /** Runs `fn(hold)` and releases `hold`, even when `fn` throws (then `fn`'s error wins). */
+  /** Runs `fn()` while `hold` is held, then releases it, even when `fn` throws (then `fn`'s error wins). */
   async function runAndRelease(hold, fn) {
     let result
     try {
