@@ -3,11 +3,12 @@
 // is in Rust (the runtime, or the core's table in WebAssembly); this file
 // only maps it onto Node conventions: options objects, promises,
 // AbortSignal, error classes, Symbol.asyncDispose, and reentrancy per async
-// context (the one decision made here: which owner id an acquire runs as).
+// context (the one decision made here: which owner id an acquire runs as;
+// semaphores have none: each grant is its own).
 
 const { AsyncLocalStorage } = require('node:async_hooks')
 const errors = require('./errors.js')
-const { checkOptions, checkMs, checkString, checkSignal, checkFunction } = require('./validate.js')
+const { checkOptions, checkMs, checkCount, checkString, checkSignal, checkFunction } = require('./validate.js')
 
 const { fromNative, abortError, LockLostError } = errors
 
@@ -45,6 +46,59 @@ function build(native) {
     } catch (e) {
       throw fromNative(e, lockName)
     }
+  }
+
+  /**
+   * One native acquire of lock (or semaphore) `name`, wrapped by `wrap` into
+   * its guard. `plain()` starts it without a signal (the common path: no
+   * canceller, no listener), `cancellable(canceller)` with one: aborting
+   * `signal` cancels the native acquire, which leaves nothing on the server.
+   */
+  async function acquireNative(name, signal, plain, cancellable, wrap) {
+    if (signal === undefined) {
+      let nativeHold
+      try {
+        nativeHold = await plain()
+      } catch (e) {
+        throw fromNative(e, name)
+      }
+      return wrap(nativeHold)
+    }
+    if (signal.aborted) throw abortError(signal)
+
+    const canceller = new native.Canceller()
+    const onAbort = () => canceller.cancel()
+    signal.addEventListener('abort', onAbort, { once: true })
+    let nativeHold
+    try {
+      nativeHold = await cancellable(canceller)
+    } catch (e) {
+      throw signal.aborted ? abortError(signal) : fromNative(e, name)
+    } finally {
+      signal.removeEventListener('abort', onAbort)
+    }
+    const hold = wrap(nativeHold)
+    if (signal.aborted) {
+      // The grant won the race against the abort: give it back.
+      await hold.release().catch(() => {})
+      throw abortError(signal)
+    }
+    return hold
+  }
+
+  /** Runs `fn()` while `hold` is held, then releases it, even when `fn` throws (then `fn`'s error wins). */
+  async function runAndRelease(hold, fn) {
+    let result
+    try {
+      result = await fn()
+    } catch (e) {
+      // The callback's error is the one to report; a failed release (the
+      // hold was lost meanwhile) is visible on hold.signal already.
+      await hold.release().catch(() => {})
+      throw e
+    }
+    await hold.release()
+    return result
   }
 
   /**
@@ -129,6 +183,18 @@ function build(native) {
       return Object.freeze({ name, read: half(false), write: half(true) })
     }
 
+    /**
+     * The counting semaphore `name` of `options.permits` permits (every
+     * client of one name must agree on it). Not reentrant: each grant counts.
+     */
+    semaphore(name, options) {
+      checkString('name', name)
+      const o = checkOptions('options', options)
+      const permits = checkCount('permits', o.permits)
+      const leaseMs = checkMs('leaseMs', o.leaseMs, { min: 1 })
+      return new Semaphore(callSync(name, () => this.#native.semaphore(name, permits, leaseMs)), this)
+    }
+
     status(name) {
       checkString('name', name)
       return call(name, () => this.#native.status(name))
@@ -169,17 +235,7 @@ function build(native) {
       checkFunction('fn', fn)
       const owner = currentOrFreshOwner()
       const guard = await this.#acquireAs(owner, options)
-      let result
-      try {
-        result = await ownerContext.run(owner, () => fn(guard))
-      } catch (e) {
-        // The callback's error is the one to report; a failed release (the
-        // lock was lost meanwhile) is visible on guard.signal already.
-        await guard.release().catch(() => {})
-        throw e
-      }
-      await guard.release()
-      return result
+      return runAndRelease(guard, () => ownerContext.run(owner, () => fn(guard)))
     }
 
     /** How many holds the current async context has on this lock (in this client). */
@@ -201,54 +257,36 @@ function build(native) {
         timeoutMs = checkMs('timeoutMs', o.timeoutMs, { allowInfinity: true })
         signal = checkSignal(o.signal)
       }
-      if (signal === undefined) {
-        // The common path: no canceller, no listener.
-        let nativeGuard
-        try {
-          nativeGuard = await this.#native.acquire(owner, timeoutMs)
-        } catch (e) {
-          throw fromNative(e, this.name)
-        }
-        return new Guard(nativeGuard, this)
-      }
-      if (signal.aborted) throw abortError(signal)
-
-      const canceller = new native.Canceller()
-      const onAbort = () => canceller.cancel()
-      signal.addEventListener('abort', onAbort, { once: true })
-      let nativeGuard
-      try {
-        nativeGuard = await this.#native.acquireCancellable(owner, timeoutMs, canceller)
-      } catch (e) {
-        throw signal.aborted ? abortError(signal) : fromNative(e, this.name)
-      } finally {
-        signal.removeEventListener('abort', onAbort)
-      }
-      const guard = new Guard(nativeGuard, this)
-      if (signal.aborted) {
-        // The grant won the race against the abort: give it back.
-        await guard.release().catch(() => {})
-        throw abortError(signal)
-      }
-      return guard
+      return acquireNative(
+        this.name,
+        signal,
+        () => this.#native.acquire(owner, timeoutMs),
+        (canceller) => this.#native.acquireCancellable(owner, timeoutMs, canceller),
+        (nativeGuard) => new Guard(nativeGuard, this),
+      )
     }
   }
 
-  class Guard {
+  /**
+   * What a lock's Guard and a semaphore's Permits share: one grant of
+   * `holder` (a Lock or a Semaphore) with its loss signal, released once;
+   * it keeps the client's process alive while unreleased.
+   */
+  class Hold {
     #native
+    #holder
     #released = false
     /** Created on the first read of `signal` (most guards never need one). */
     #lost = undefined
 
-    /** @internal Returned by `lock.acquire()`. */
-    constructor(nativeGuard, lock) {
-      this.#native = nativeGuard
-      this.lock = lock
-      this.fencingToken = nativeGuard.fencingToken
-      lock.client[kHold]()
+    /** `holder`: its Lock or Semaphore (`.name`, `.client`). */
+    constructor(nativeHold, holder) {
+      this.#native = nativeHold
+      this.#holder = holder
+      holder.client[kHold]()
     }
 
-    /** An AbortSignal that aborts (with a LockLostError) if the lock is lost while held. */
+    /** An AbortSignal that aborts (with a LockLostError) if the hold is lost while held. */
     get signal() {
       if (this.#lost === undefined) {
         this.#lost = new AbortController()
@@ -263,18 +301,19 @@ function build(native) {
 
     #abortLost(reason) {
       if (this.#released || this.#lost.signal.aborted) return
-      const name = this.lock.name
-      this.#lost.abort(new LockLostError(`lock ${JSON.stringify(name)} was lost: ${reason}`, { lockName: name, reason }))
+      const name = this.#holder.name
+      const what = this.#holder instanceof Semaphore ? `permits of semaphore ${JSON.stringify(name)} were` : `lock ${JSON.stringify(name)} was`
+      this.#lost.abort(new LockLostError(`${what} lost: ${reason}`, { lockName: name, reason }))
     }
 
     async release() {
       const alreadyReleased = this.#released
       this.#released = true
-      if (!alreadyReleased) this.lock.client[kUnhold]()
+      if (!alreadyReleased) this.#holder.client[kUnhold]()
       try {
         return await this.#native.release()
       } catch (err) {
-        const e = fromNative(err, this.lock.name)
+        const e = fromNative(err, this.#holder.name)
         // A loss the runtime saw before the loss callback reached us: report it on the signal too.
         if (!alreadyReleased && e instanceof LockLostError) {
           this.#lost ??= new AbortController()
@@ -289,7 +328,71 @@ function build(native) {
     }
   }
 
-  const api = { connect, Client, Lock, Guard, ...errors }
+  /** One hold of a lock. */
+  class Guard extends Hold {
+    /** @internal Returned by `lock.acquire()`. */
+    constructor(nativeGuard, lock) {
+      super(nativeGuard, lock)
+      this.lock = lock
+      this.fencingToken = nativeGuard.fencingToken
+    }
+  }
+
+  /**
+   * A counting semaphore of one client (`client.semaphore()`). Not
+   * reentrant: every acquire is a grant of its own, counted apart, so one
+   * async context can hold several.
+   */
+  class Semaphore {
+    #native
+
+    /** @internal Use `client.semaphore()`. */
+    constructor(nativeSemaphore, client) {
+      this.#native = nativeSemaphore
+      this.client = client
+      this.name = nativeSemaphore.name
+      this.permits = nativeSemaphore.permits
+    }
+
+    async acquire(options) {
+      let count = 1
+      let timeoutMs
+      let signal
+      if (options !== undefined) {
+        const o = checkOptions('options', options)
+        count = checkCount('count', o.count, 1)
+        timeoutMs = checkMs('timeoutMs', o.timeoutMs, { allowInfinity: true })
+        signal = checkSignal(o.signal)
+      }
+      return acquireNative(
+        this.name,
+        signal,
+        () => this.#native.acquire(count, timeoutMs),
+        (canceller) => this.#native.acquireCancellable(count, timeoutMs, canceller),
+        (nativePermits) => new Permits(nativePermits, this),
+      )
+    }
+
+    /** Acquires, runs `fn(permits)` with them held, and releases, even when `fn` throws. */
+    async withPermits(fn, options) {
+      checkFunction('fn', fn)
+      const permits = await this.acquire(options)
+      return runAndRelease(permits, () => fn(permits))
+    }
+  }
+
+  /** One grant of `count` permits of a semaphore. */
+  class Permits extends Hold {
+    /** @internal Returned by `semaphore.acquire()`. */
+    constructor(nativePermits, semaphore) {
+      super(nativePermits, semaphore)
+      this.semaphore = semaphore
+      this.fencingToken = nativePermits.fencingToken
+      this.count = nativePermits.count
+    }
+  }
+
+  const api = { connect, Client, Lock, Guard, Semaphore, Permits, ...errors }
   delete api.fromNative
   delete api.abortError
   return api

@@ -87,6 +87,22 @@ class UpgradeRefusedError extends LockError {
   }
 }
 
+/**
+ * A semaphore's clients disagree on its number of permits: the server records
+ * `server`, this client's semaphore was made with `ours`. Nothing was taken.
+ * The semaphore's name is `lockName`, as on every polylock error.
+ */
+class PermitsMismatchError extends LockError {
+  constructor(message, options) {
+    super(message, options)
+    this.code = 'POLYLOCK_PERMITS_MISMATCH'
+    /** The number of permits the server records for this semaphore. */
+    this.server = options?.server
+    /** The number of permits this client's semaphore was made with. */
+    this.ours = options?.ours
+  }
+}
+
 /** What starts the message of every native polylock error. */
 const PAYLOAD_PREFIX = 'polylock:'
 
@@ -146,6 +162,8 @@ function fromNative(err, lockName) {
       return new ClientClosedError(message, opts)
     case 'upgrade_refused':
       return new UpgradeRefusedError(message, opts)
+    case 'permits_mismatch':
+      return new PermitsMismatchError(message, { ...opts, server: p.permits?.server, ours: p.permits?.ours })
     case 'cancelled':
       return abortError(undefined)
     default:
@@ -162,6 +180,7 @@ module.exports = {
   ConnectionError,
   ClientClosedError,
   UpgradeRefusedError,
+  PermitsMismatchError,
   abortError,
   fromNative,
 }

@@ -62,6 +62,24 @@ export interface AcquireOptions {
   signal?: AbortSignal
 }
 
+/** Options of {@link Client.semaphore}. */
+export interface SemaphoreOptions {
+  /**
+   * How many permits the semaphore has (at least 1). Every client of one name
+   * must agree on it: the first acquire records it on the server, and an
+   * acquire by a semaphore made with another number rejects with {@link PermitsMismatchError}.
+   */
+  permits: number
+  /** Redis: the lease of each grant in ms (renewed every third of it). Default: the client's. */
+  leaseMs?: number
+}
+
+/** Options of {@link Semaphore.acquire} and {@link Semaphore.withPermits}. */
+export interface PermitsAcquireOptions extends AcquireOptions {
+  /** How many permits to take at once, from 1 to {@link Semaphore.permits}. Default 1. */
+  count?: number
+}
+
 /** A read-write lock: many readers or one writer (see {@link Client.rwLock}). */
 export interface ReadWriteLock {
   readonly name: string
@@ -110,6 +128,15 @@ export declare class Client implements AsyncDisposable {
    * granted at once (downgrade). Not in `polylock/wasm` (a RangeError there).
    */
   rwLock(name: string, options?: LockOptions): ReadWriteLock
+  /**
+   * The counting semaphore `name` of `options.permits` permits (no I/O); on
+   * Redis, Redisson's `RPermitExpirableSemaphore` layout. Not in
+   * `polylock/wasm` (a RangeError there).
+   * @throws {TypeError} a non-string or invalid name (`code: 'ERR_POLYLOCK_INVALID_NAME'`), a non-number `permits`.
+   * @throws {RangeError} `permits` not a whole number >= 1, a bad `leaseMs` (`code: 'ERR_POLYLOCK_INVALID_OPTION'` for the former).
+   * @throws {ClientClosedError} after {@link Client.close}.
+   */
+  semaphore(name: string, options: SemaphoreOptions): Semaphore
   /** Reads who holds `name` right now, from the server. */
   status(name: string): Promise<LockStatus>
   /**
@@ -185,6 +212,65 @@ export declare class Guard implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void>
 }
 
+/**
+ * A counting semaphore of one client (see {@link Client.semaphore}). Not
+ * reentrant: every acquire is a grant of its own, counted apart, so one async
+ * context may hold several, and a grant is never shared.
+ */
+export declare class Semaphore {
+  private constructor()
+  /** The semaphore's name. */
+  readonly name: string
+  /** Its number of permits. */
+  readonly permits: number
+  /** The client this semaphore belongs to. */
+  readonly client: Client
+  /**
+   * Waits until `count` permits are free and takes them. Waiters are served in
+   * order: a large ask is not overtaken by later, smaller ones. Release the
+   * grant (or use `await using`).
+   * @throws {LockTimeoutError} `timeoutMs` passed.
+   * @throws {DOMException} named `AbortError` when `signal` aborts (nothing is left on the server).
+   * @throws {PermitsMismatchError} the server records another number of permits for this name.
+   * @throws {RangeError} `count` is not a whole number from 1 to {@link Semaphore.permits}
+   *   (`code: 'ERR_POLYLOCK_INVALID_OPTION'`), or another bad option; on ZooKeeper, for now,
+   *   every acquire (semaphores are not built there yet).
+   * @throws {ClientClosedError} the client was closed meanwhile.
+   */
+  acquire(options?: PermitsAcquireOptions): Promise<Permits>
+  /**
+   * Acquires, runs `fn(permits)` with them held, and releases, even when `fn`
+   * throws (then `fn`'s error is rethrown). Resolves to `fn`'s result.
+   * @throws {LockLostError} from the release, when the permits were lost while `fn` ran.
+   */
+  withPermits<T>(fn: (permits: Permits) => T | PromiseLike<T>, options?: PermitsAcquireOptions): Promise<T>
+}
+
+/** One grant of `count` permits of a semaphore. Release it exactly once. */
+export declare class Permits implements AsyncDisposable {
+  private constructor()
+  /** The semaphore these permits are of. */
+  readonly semaphore: Semaphore
+  /** How many permits this grant holds. */
+  readonly count: number
+  /** The grant's fencing token: larger than any earlier grant's of this semaphore. */
+  readonly fencingToken: bigint
+  /**
+   * Aborts, with a {@link LockLostError} as `reason`, when the permits are lost
+   * while held (their lease expired on the server). Stop touching the resource then.
+   */
+  readonly signal: AbortSignal
+  /**
+   * Gives the permits back and waits for the server.
+   * @throws {LockLostError} the permits were lost while held.
+   * @throws {NotHeldError} this grant was already released.
+   * @throws {ClientClosedError} the client was closed (which released them).
+   */
+  release(): Promise<void>
+  /** Releases unless already released, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
 /** Base class of polylock's errors. */
 export declare class LockError extends Error {
   /** Stable machine-readable code, e.g. `'POLYLOCK_TIMEOUT'`. */
@@ -219,3 +305,13 @@ export declare class ConnectionError extends LockError {
 export declare class ClientClosedError extends LockError {}
 /** An owner holding the read half asked for the write half: refused at once (`code: 'POLYLOCK_UPGRADE_REFUSED'`). */
 export declare class UpgradeRefusedError extends LockError {}
+/**
+ * A semaphore's clients disagree on its number of permits (`code: 'POLYLOCK_PERMITS_MISMATCH'`):
+ * nothing was taken. The semaphore's name is `lockName`.
+ */
+export declare class PermitsMismatchError extends LockError {
+  /** The number of permits the server records for this semaphore. */
+  server?: number
+  /** The number this client's semaphore was made with. */
+  ours?: number
+}

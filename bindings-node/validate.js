@@ -24,6 +24,17 @@ function checkMs(what, value, { min = 0, allowInfinity = false } = {}) {
   return value
 }
 
+/**
+ * A number of permits: a number (or `fallback` when undefined). Whether it
+ * is a whole number that fits the semaphore is the native layer's and the
+ * runtime's check (a RangeError with code ERR_POLYLOCK_INVALID_OPTION).
+ */
+function checkCount(what, value, fallback) {
+  if (value === undefined && fallback !== undefined) return fallback
+  if (typeof value !== 'number') throw new TypeError(`${what} must be a number, got ${describe(value)}`)
+  return value
+}
+
 function checkString(what, value) {
   if (typeof value !== 'string') throw new TypeError(`${what} must be a string, got ${describe(value)}`)
   return value
@@ -47,4 +58,4 @@ function describe(v) {
   return `${typeof v} ${String(v)}`
 }
 
-module.exports = { checkOptions, checkMs, checkString, checkSignal, checkFunction }
+module.exports = { checkOptions, checkMs, checkCount, checkString, checkSignal, checkFunction }

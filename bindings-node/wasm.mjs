@@ -6,6 +6,8 @@ export const {
   Client,
   Lock,
   Guard,
+  Semaphore,
+  Permits,
   LockError,
   LockTimeoutError,
   LockUnavailableError,
@@ -14,5 +16,6 @@ export const {
   ConnectionError,
   ClientClosedError,
   UpgradeRefusedError,
+  PermitsMismatchError,
 } = polylock
 export default polylock

@@ -1,7 +1,7 @@
 //! `NativeClient`: one `polylock::Client`. Holds `Option<Client>`: `None`
 //! once closed, so every later call fails with the runtime's `Closed`.
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use napi::bindgen_prelude::{BigInt, PromiseRaw};
 use napi::Env;
@@ -9,6 +9,7 @@ use napi_derive::napi;
 
 use crate::errors::{millis, to_napi, NapiErrorExt};
 use crate::lock::NativeLock;
+use crate::semaphore::{permit_count, Grants, NativeSemaphore};
 
 /// Connection options, all in milliseconds; absent ones take the runtime's defaults.
 #[napi(object)]
@@ -71,6 +72,7 @@ pub async fn connect(url: String, options: Option<NativeClientOptions>) -> napi:
         backend: client.backend().as_str().to_owned(),
         id: client.id(),
         inner: RwLock::new(Some(client)),
+        grants: Grants::new(),
     })
 }
 
@@ -79,6 +81,8 @@ pub struct NativeClient {
     inner: RwLock<Option<polylock::Client>>,
     backend: String,
     id: String,
+    /// The permits its semaphores' JS guards hold (see `semaphore.rs`).
+    grants: Arc<Grants>,
 }
 
 impl NativeClient {
@@ -118,6 +122,16 @@ impl NativeClient {
         Ok(NativeLock::new(if write { rw.write() } else { rw.read() }.clone()))
     }
 
+    /// The counting semaphore `name` of `permits` permits; validates the
+    /// name, the number and the lease, no I/O.
+    #[napi]
+    pub fn semaphore(&self, name: String, permits: f64, lease_ms: Option<f64>) -> napi::Result<NativeSemaphore> {
+        let permits = permit_count("permits", permits)?;
+        let lease = lease_ms.map(|ms| millis("leaseMs", ms)).transpose()?;
+        let sem = self.client()?.semaphore_with(&name, permits, polylock::LockOptions { lease }).napi_err()?;
+        Ok(NativeSemaphore::new(sem, self.grants.clone()))
+    }
+
     /// Reads a lock's state from the server.
     #[napi]
     pub fn status<'env>(&self, env: &'env Env, name: String) -> napi::Result<PromiseRaw<'env, NativeStatus>> {
@@ -134,14 +148,17 @@ impl NativeClient {
         })
     }
 
-    /// Releases every held lock and fails pending acquires; idempotent.
+    /// Releases every held lock and permit and fails pending acquires; idempotent.
     #[napi]
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let client = self.inner.write().ok().and_then(|mut c| c.take());
+        let permits = self.grants.close();
         env.spawn_future(async move {
             if let Some(c) = client {
                 c.close().await;
             }
+            // Released by the close already; dropping them after it sends nothing more.
+            drop(permits);
             Ok(())
         })
     }

@@ -1,7 +1,7 @@
 //! Runtime errors cross into JavaScript as plain `Error`s whose message is
 //! [`PAYLOAD_PREFIX`] followed by a JSON object: the stable kind
 //! (`polylock::ErrorKind::as_str`), the human message and the structured
-//! fields (`lockName`, `address`, `reason`, `reply`, `url`). `errors.js`
+//! fields (`lockName`, `address`, `reason`, `reply`, `url`, `permits`). `errors.js`
 //! parses that object and builds the matching error class from its fields;
 //! nothing reads the English message. A payload in the message (rather than
 //! napi's `code` or extra properties) survives every napi path (sync throws
@@ -49,6 +49,7 @@ pub(crate) fn to_napi(e: polylock::Error) -> napi::Error {
         "reason": e.reason(),
         "reply": e.reply(),
         "url": e.url(),
+        "permits": e.permits().map(|(server, ours)| serde_json::json!({ "server": server, "ours": ours })),
     }))
 }
 

@@ -1,5 +1,6 @@
 //! Node.js binding of polylock (napi-rs). This native layer is deliberately
-//! thin: it maps the Rust runtime's `Client`/`Lock`/`Guard` onto napi classes
+//! thin: it maps the Rust runtime's `Client`/`Lock`/`Guard` and
+//! `Semaphore`/`Permits` onto napi classes
 //! and its errors onto JSON payloads (see `errors.rs`). The idiomatic JavaScript surface
 //! (options objects, `AbortSignal`, `AsyncLocalStorage` reentrancy, error
 //! classes, `Symbol.asyncDispose`) lives in `index.js`, which is the only
@@ -9,12 +10,14 @@ mod client;
 mod errors;
 mod guard;
 mod lock;
+mod semaphore;
 
 use napi_derive::napi;
 
 pub use client::{connect, NativeClient, NativeClientOptions, NativeStatus};
 pub use guard::NativeGuard;
 pub use lock::{Canceller, NativeLock};
+pub use semaphore::{NativePermits, NativeSemaphore};
 
 /// Owner ids are the unit of reentrancy. The JS layer asks for a fresh one per
 /// async context; the runtime's one process-wide allocator keeps them unique

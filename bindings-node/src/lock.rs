@@ -100,7 +100,7 @@ pub struct Canceller {
 }
 
 impl Canceller {
-    fn receiver(&self) -> watch::Receiver<bool> {
+    pub(crate) fn receiver(&self) -> watch::Receiver<bool> {
         self.tx.subscribe()
     }
 }

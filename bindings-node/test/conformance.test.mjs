@@ -6,7 +6,15 @@
 // LockTimeoutError is `would_block` for a zero timeout and `timeout`
 // otherwise, NotHeldError `not_held`, LockLostError `lost`, TypeError with
 // code ERR_POLYLOCK_INVALID_NAME/URL `invalid_name`/`invalid_url`,
-// ConnectionError `connect_error`.
+// ConnectionError `connect_error`, UpgradeRefusedError `upgrade_refused`,
+// PermitsMismatchError `permits_mismatch`, RangeError with code
+// ERR_POLYLOCK_INVALID_OPTION `invalid_option`.
+//
+// Semaphore scenarios (`"permits": N`, steps in mode `permits`): each
+// (client, owner) names one grant, the Permits guard its acquire resolved
+// to; `release` releases that guard (a spent one again: not_held),
+// `await_lost` watches its signal. The semaphore of a step is
+// `clients[client].semaphore(name, { permits: step.permits ?? N })`.
 //
 // POLYLOCK_NODE_ENTRY=polylock/wasm runs the same scenarios through the
 // WebAssembly package (Redis only: see NOT_IN_WASM for what it cannot express).
@@ -25,10 +33,20 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
 
-import { eventually, rawRedis, redisLeftovers, unique } from './helpers.mjs'
+import {
+  eventually,
+  expireRedisPermits,
+  rawRedis,
+  redisLeftovers,
+  redisPermitsHeld,
+  semaphoreKeys,
+  semaphoreLeftovers,
+  unique,
+} from './helpers.mjs'
 
 const entry = process.env.POLYLOCK_NODE_ENTRY ?? 'polylock'
-const { connect, ConnectionError, LockLostError, LockTimeoutError, NotHeldError, UpgradeRefusedError } = await import(entry)
+const { connect, ConnectionError, LockLostError, LockTimeoutError, NotHeldError, PermitsMismatchError, UpgradeRefusedError } =
+  await import(entry)
 const wasm = entry === 'polylock/wasm'
 /** Scenarios (or backends) polylock/wasm cannot run, and why. */
 const NOT_IN_WASM = {
@@ -118,6 +136,8 @@ function outcome(e, timeoutMs) {
   if (e instanceof LockLostError) return 'lost'
   if (e instanceof ConnectionError) return 'connect_error'
   if (e instanceof UpgradeRefusedError) return 'upgrade_refused'
+  if (e instanceof PermitsMismatchError) return 'permits_mismatch'
+  if (e instanceof RangeError && e.code === 'ERR_POLYLOCK_INVALID_OPTION') return 'invalid_option'
   if (e instanceof TypeError && e.code === 'ERR_POLYLOCK_INVALID_NAME') return 'invalid_name'
   if (e instanceof TypeError && e.code === 'ERR_POLYLOCK_INVALID_URL') return 'invalid_url'
   if (e?.name === 'AbortError') return 'cancelled'
@@ -240,6 +260,30 @@ async function runScenario(sc, backend) {
     }
     return owners.get(k)
   }
+  // Semaphore scenarios: one Semaphore per (client, permits), one grant per (client, owner).
+  const semaphores = new Map()
+  const semaphore = (c, permits) => {
+    const k = `${c}/${permits}`
+    if (!semaphores.has(k)) semaphores.set(k, clients[c].semaphore(name, { permits }))
+    return semaphores.get(k)
+  }
+  const grants = new Map() // `${client}/${owner}` -> { held: Permits | null, last: Permits }
+  const acquirePermits = async (step, signal) => {
+    const sem = semaphore(step.client, step.permits ?? sc.permits)
+    const g = await sem.acquire({ count: step.count, timeoutMs: step.timeout_ms, signal })
+    const k = `${step.client}/${step.owner}`
+    assert.ok(!grants.get(k)?.held, `owner ${k} was granted a second grant while holding one`)
+    grants.set(k, { held: g, last: g })
+    return g
+  }
+  const releasePermits = (step) => {
+    const grant = grants.get(`${step.client}/${step.owner}`)
+    if (!grant) return null // never granted: nothing to call release on
+    const g = grant.held ?? grant.last // a spent guard again: not_held
+    grant.held = null
+    return g.release()
+  }
+  const permitsMode = (step) => modeOf(step) === 'permits'
   const tokens = {}
   const background = new Map()
   const checkToken = (step, token) => {
@@ -251,7 +295,7 @@ async function runScenario(sc, backend) {
     if (redis) {
       const raw = await rawRedis(direct)
       try {
-        return await raw.command('ZCARD', `polylock_queue:{${name}}`)
+        return await raw.command('ZCARD', sc.permits ? semaphoreKeys(name).queue : `polylock_queue:{${name}}`)
       } finally {
         raw.close()
       }
@@ -259,6 +303,7 @@ async function runScenario(sc, backend) {
     return (await observer.status(name)).waiters ?? 0
   }
   const serverHeld = async () => {
+    if (redis && sc.permits) return (await redisPermitsHeld(direct, name)) > 0
     if (redis) {
       const raw = await rawRedis(direct)
       try {
@@ -277,7 +322,9 @@ async function runScenario(sc, backend) {
           const t0 = Date.now()
           let got
           try {
-            const g = await owner(step.client, step.owner).acquire(modeOf(step), step.timeout_ms)
+            const g = await (permitsMode(step)
+              ? acquirePermits(step)
+              : owner(step.client, step.owner).acquire(modeOf(step), step.timeout_ms))
             got = 'granted'
             checkToken(step, g.fencingToken)
           } catch (e) {
@@ -290,7 +337,7 @@ async function runScenario(sc, backend) {
         case 'release': {
           let got = 'ok'
           try {
-            const r = owner(step.client, step.owner).release(modeOf(step))
+            const r = permitsMode(step) ? releasePermits(step) : owner(step.client, step.owner).release(modeOf(step))
             if ((await r) === null) {
               findings.push(`${at}: owner ${step.owner} never held a guard, so there is nothing to release through the API`)
               break
@@ -303,7 +350,9 @@ async function runScenario(sc, backend) {
         }
         case 'start_acquire': {
           const ac = new AbortController()
-          const p = owner(step.client, step.owner).acquire(modeOf(step), undefined, ac.signal)
+          const p = permitsMode(step)
+            ? acquirePermits(step, ac.signal)
+            : owner(step.client, step.owner).acquire(modeOf(step), undefined, ac.signal)
           p.catch(() => {})
           background.set(step.id, { p, ac })
           break
@@ -332,6 +381,10 @@ async function runScenario(sc, backend) {
           break
         }
         case 'hold_count': {
+          if (permitsMode(step)) {
+            findings.push(`${at}: a semaphore has no hold count (one grant per owner, not reentrant)`)
+            break
+          }
           const n = await owner(step.client, step.owner).holdCount(modeOf(step))
           if (n === null) {
             findings.push(`${at}: not expressible in Node: the hold outlived the withLock context it was taken in`)
@@ -345,11 +398,19 @@ async function runScenario(sc, backend) {
           break
         case 'server_clean': {
           const clean = await eventually(async () => {
+            if (redis && sc.permits) return (await semaphoreLeftovers(direct, name)).length === 0
             if (redis) return (await redisLeftovers(direct, name)).length === 0
             const s = await observer.status(name)
             return !s.held && (s.waiters ?? 0) === 0
           }, step.within_ms ?? 5000)
-          assert.ok(clean, `${at}: something left on the server`)
+          const left = redis && (await (sc.permits ? semaphoreLeftovers : redisLeftovers)(direct, name))
+          assert.ok(clean, `${at}: something left on the server${left ? `: ${left.join(', ')}` : ''}`)
+          break
+        }
+        case 'server_permits': {
+          if (!redis) throw new Error(`${at}: server_permits is not taught for ${backend} yet`)
+          const ok = await eventually(async () => (await redisPermitsHeld(direct, name)) === step.expect_count, step.within_ms ?? 5000)
+          assert.ok(ok, `${at}: server permits != ${step.expect_count} (${await redisPermitsHeld(direct, name)})`)
           break
         }
         case 'server_waiters': {
@@ -358,7 +419,9 @@ async function runScenario(sc, backend) {
           break
         }
         case 'expire_lease':
-          if (redis) {
+          if (redis && sc.permits) {
+            await expireRedisPermits(direct, name)
+          } else if (redis) {
             const raw = await rawRedis(direct)
             await raw.command('DEL', name)
             raw.close()
@@ -367,7 +430,10 @@ async function runScenario(sc, backend) {
           }
           break
         case 'await_lost': {
-          const g = owner(step.client, step.owner).lastGuard
+          const g = permitsMode(step)
+            ? grants.get(`${step.client}/${step.owner}`)?.last
+            : owner(step.client, step.owner).lastGuard
+          assert.ok(g, `${at}: that owner was never granted`)
           const lost = await eventually(() => g.signal.aborted, step.within_ms ?? 10_000)
           assert.ok(lost && g.signal.reason instanceof LockLostError, `${at}: not told of the loss`)
           break
@@ -416,7 +482,8 @@ describe('conformance scenarios', { concurrency: true }, () => {
     for (const backend of backends) {
       const variant = REDIS_VARIANTS[backend]
       const unset = variant !== undefined && !variant.url && variant.unset
-      const rwInWasm = wasm && sc.steps.some((s) => s.mode) && 'polylock/wasm runs the mutex only (no read-write lock yet)'
+      const rwInWasm =
+        wasm && sc.steps.some((s) => s.mode) && 'polylock/wasm runs the mutex only (no read-write lock or semaphore yet)'
       const skip = (wasm && (NOT_IN_WASM[backend] ?? NOT_IN_WASM[sc.name])) || rwInWasm || unset || false
       it(`${sc.name} on ${backend}`, { timeout: 60_000, skip }, async (t) => {
         const findings = await runScenario(sc, backend)

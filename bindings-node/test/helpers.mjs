@@ -112,6 +112,66 @@ export async function redisLeftovers(url, name) {
   }
 }
 
+/**
+ * Redis keys of the semaphore `name` (a name without braces, as `unique`
+ * makes them): Redisson's permit ids by expiry, and polylock's waiter queue.
+ */
+export function semaphoreKeys(name) {
+  return {
+    timeouts: `{${name}}:timeout`,
+    queue: `polylock_semqueue:{${name}}`,
+    queueDeadline: `polylock_semqueue_deadline:{${name}}`,
+  }
+}
+
+/** Permits of semaphore `name` held on the Redis server at `url` (`ZCARD {NAME}:timeout`). */
+export async function redisPermitsHeld(url, name) {
+  const raw = await rawRedis(url)
+  try {
+    return await raw.command('ZCARD', semaphoreKeys(name).timeouts)
+  } finally {
+    raw.close()
+  }
+}
+
+/**
+ * What the semaphore `name` still has on the Redis server at `url` that a
+ * free semaphore does not: held permit ids, its waiter queue keys. (The
+ * counter of free permits at `name` stays, as Redisson's does.)
+ */
+export async function semaphoreLeftovers(url, name) {
+  const raw = await rawRedis(url)
+  try {
+    const { timeouts, queue, queueDeadline } = semaphoreKeys(name)
+    const left = []
+    const held = await raw.command('ZCARD', timeouts)
+    if (held > 0) left.push(`${timeouts} (${held} permit ids)`)
+    for (const key of [queue, queueDeadline]) {
+      if ((await raw.command('EXISTS', key)) > 0) left.push(key)
+    }
+    return left
+  } finally {
+    raw.close()
+  }
+}
+
+/**
+ * Ends every permit of semaphore `name` held on the Redis server at `url`,
+ * as a lapsed lease would: each permit id's expiry set to 0, so the next
+ * script reclaims it. Returns how many there were.
+ */
+export async function expireRedisPermits(url, name) {
+  const raw = await rawRedis(url)
+  try {
+    const script =
+      "local ids = redis.call('ZRANGE', KEYS[1], 0, -1) " +
+      "for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], 0, id) end return #ids"
+    return await raw.command('EVAL', script, 1, semaphoreKeys(name).timeouts)
+  } finally {
+    raw.close()
+  }
+}
+
 /** True once the server shows `name` free with no waiter (and, on Redis, no key left). */
 export async function serverIsClean(client, backend, url, name) {
   return eventually(async () => {

@@ -2,8 +2,8 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { connect, LockTimeoutError, type Guard } from 'polylock'
-import { backends, unique } from '../helpers.mjs'
+import { connect, LockTimeoutError, PermitsMismatchError, type Guard, type Permits, type Semaphore } from 'polylock'
+import { backends, redisPermitsHeld, unique } from '../helpers.mjs'
 
 for (const [backend, url] of backends()) {
   describe(`await using on ${backend}`, () => {
@@ -39,6 +39,32 @@ for (const [backend, url] of backends()) {
         throw new Error('inside')
       }, /inside/)
       assert.equal((await client.status(name)).held, false)
+    })
+  })
+}
+
+const wasm = process.env.POLYLOCK_NODE_ENTRY === 'polylock/wasm'
+for (const [backend, url] of backends().filter(([b]) => b === 'redis')) {
+  describe(`await using of permits on ${backend}`, { skip: wasm && 'polylock/wasm runs the mutex only' }, () => {
+    it('gives the permits back at the end of the block', async () => {
+      const name = unique('using-sem')
+      await using client = await connect(url)
+      const sem: Semaphore = client.semaphore(name, { permits: 3, leaseMs: 5000 })
+      {
+        await using p: Permits = await sem.acquire({ count: 2, timeoutMs: 1000 })
+        const count: number = p.count
+        const token: bigint = p.fencingToken
+        assert.equal(count, 2)
+        assert.ok(token > 0n)
+        assert.equal(await redisPermitsHeld(url, name), 2)
+      }
+      assert.equal(await redisPermitsHeld(url, name), 0)
+      const n: number = await sem.withPermits(async (p) => p.count, { count: 3 })
+      assert.equal(n, 3)
+      await assert.rejects(client.semaphore(name, { permits: 4 }).acquire(), (e) => {
+        const m = e as PermitsMismatchError
+        return m instanceof PermitsMismatchError && m.server === 3 && m.ours === 4
+      })
     })
   })
 }
