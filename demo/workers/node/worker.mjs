@@ -77,12 +77,36 @@ async function resp(u) {
   return { command, close: () => socket.end() }
 }
 
+const permits = args.includes('--permits') ? Number(arg('--permits')) : undefined
 const r = await resp(resourceUrl)
 const client = await connect(url, { leaseMs, sessionTimeoutMs: sessionMs })
-const lock = client.lock(name)
 // BigInts (tokens, nanoseconds) are written as exact JSON integers.
 const out = (o) =>
   process.stdout.write(`{${Object.entries(o).map(([k, v]) => `"${k}": ${typeof v === 'bigint' ? v : JSON.stringify(v)}`).join(', ')}}\n`)
+if (permits !== undefined) {
+  // One permit of the semaphore of N: N hold at once, so no resource write.
+  const sem = client.semaphore(name, { permits })
+  for (let i = 0; i < rounds; i++) {
+    const permit = await sem.acquire({ count: 1 })
+    const token = permit.fencingToken
+    const start = now()
+    out({ event: 'grant', worker: id, lang: 'node', backend, pid, token, t_ns: start })
+    await sleep(holdMs)
+    const end = now()
+    let lost = permit.signal.aborted
+    try {
+      await permit.release()
+    } catch (e) {
+      if (!(e instanceof LockLostError)) throw e
+      lost = true
+    }
+    out({ worker: id, lang: 'node', backend, pid, token, start_ns: start, end_ns: end, accepted: true, lost })
+  }
+  await client.close()
+  r.close()
+  process.exit(0)
+}
+const lock = client.lock(name)
 for (let i = 0; i < rounds; i++) {
   const guard = await lock.acquire()
   const token = guard.fencingToken
