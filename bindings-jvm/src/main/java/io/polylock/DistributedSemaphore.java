@@ -37,6 +37,9 @@ import java.util.concurrent.TimeUnit;
  *     back throws {@link LockLostException}. There is no loss listener yet.</li>
  * </ul>
  *
+ * <p>Keep a reference to the object while it holds permits: one that becomes unreachable gives
+ * its grants back in the background (nobody could release them any more).
+ *
  * <p>Blocking calls wait in slices of at most {@value DistributedLock#SLICE_MS} ms so that
  * {@link Thread#interrupt()} ends them promptly with {@link InterruptedException}; the acquire is
  * withdrawn from the server before that is thrown. If the grant came just as the interrupt did,

@@ -269,6 +269,21 @@ class SemaphoreTest {
     }
 
     @Test
+    void anUnreachableSemaphoreGivesItsPermitsBack() throws Exception {
+        acquireAndForget();
+        assertEquals(1, serverPermits());
+        Servers.eventually("the forgotten semaphore's permit is given back", () -> {
+            System.gc();
+            return serverPermits() == 0;
+        });
+        assertTrue(b.newSemaphore(name, 1).tryAcquire(), "the permit given back");
+    }
+
+    private void acquireAndForget() throws InterruptedException {
+        a.newSemaphore(name, 1).acquire();
+    }
+
+    @Test
     void aClosedClientsSemaphoreThrowsLockClosed() {
         DistributedSemaphore sem = a.newSemaphore(name, 2);
         a.close();
