@@ -9,7 +9,7 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
 
-use jni::objects::{GlobalRef, JObject, JThrowable, JValue};
+use jni::objects::{GlobalRef, JObject, JThrowable, JValue, JValueOwned};
 use jni::JNIEnv;
 use polylock::Error;
 
@@ -45,6 +45,7 @@ pub(crate) struct Classes {
     closed: GlobalRef,
     unavailable: GlobalRef,
     upgrade_refused: GlobalRef,
+    permits_mismatch: GlobalRef,
     illegal_argument: GlobalRef,
     illegal_monitor: GlobalRef,
     illegal_state: GlobalRef,
@@ -67,6 +68,7 @@ pub(crate) fn init_classes(env: &mut JNIEnv) -> Outcome<()> {
         closed: global("io/polylock/LockClosedException")?,
         unavailable: global("io/polylock/LockUnavailableException")?,
         upgrade_refused: global("io/polylock/LockUpgradeRefusedException")?,
+        permits_mismatch: global("io/polylock/LockPermitsMismatchException")?,
         illegal_argument: global("java/lang/IllegalArgumentException")?,
         illegal_monitor: global("java/lang/IllegalMonitorStateException")?,
         illegal_state: global("java/lang/IllegalStateException")?,
@@ -75,23 +77,36 @@ pub(crate) fn init_classes(env: &mut JNIEnv) -> Outcome<()> {
     Ok(())
 }
 
+/// A structured field of an exception, passed to its constructor after the message.
+enum Field {
+    /// A `String` parameter (null where the runtime has none).
+    Str(Option<String>),
+    /// An `int` parameter.
+    Int(i32),
+}
+
 /// The class a failure becomes in Java, its message, and the structured
-/// fields its constructor takes after the message (`(String, String...)`;
-/// null where the runtime has none): the binding's one error table.
-fn classify(failure: &Failure) -> (&'static GlobalRef, String, Vec<Option<String>>) {
+/// fields its constructor takes after the message (`(String, ...)`, each
+/// field a `String` or an `int`): the binding's one error table.
+fn classify(failure: &Failure) -> (&'static GlobalRef, String, Vec<Field>) {
     use polylock::ErrorKind as K;
     let c = CLASSES.get().expect("Native.init runs before any other native call");
-    let owned = |v: Option<&str>| v.map(str::to_owned);
+    let owned = |v: Option<&str>| Field::Str(v.map(str::to_owned));
+    let int = |v: u32| Field::Int(v.min(i32::MAX as u32) as i32);
     match failure {
         Failure::Polylock(e) => {
             let (class, fields) = match e.kind() {
                 K::InvalidUrl | K::InvalidName | K::InvalidOption => (&c.illegal_argument, vec![]),
                 K::Connect => (&c.connect, vec![owned(e.address())]),
                 K::NotHeld => (&c.illegal_monitor, vec![]),
-                K::Lost => (&c.lost, vec![owned(e.lock_name()), e.reason()]),
+                K::Lost => (&c.lost, vec![owned(e.lock_name()), Field::Str(e.reason())]),
                 K::Closed => (&c.closed, vec![]),
                 K::Unavailable => (&c.unavailable, vec![owned(e.reply())]),
                 K::UpgradeRefused => (&c.upgrade_refused, vec![owned(e.lock_name())]),
+                K::PermitsMismatch => {
+                    let (server, ours) = e.permits().unwrap_or_default();
+                    (&c.permits_mismatch, vec![owned(e.lock_name()), int(server), int(ours)])
+                }
                 _ => (&c.lock, vec![]),
             };
             (class, e.to_string(), fields)
@@ -117,15 +132,25 @@ pub(crate) fn throw(env: &mut JNIEnv, failure: Failure) {
 /// completions delivered to Java from runtime threads.
 pub(crate) fn to_throwable<'l>(env: &mut JNIEnv<'l>, failure: Failure) -> Outcome<JObject<'l>> {
     let (class, message, fields) = classify(&failure);
-    let mut args = vec![JObject::from(env.new_string(message)?)];
+    let mut signature = String::from("(Ljava/lang/String;");
+    let mut args = vec![JValueOwned::Object(env.new_string(message)?.into())];
     for field in fields {
         args.push(match field {
-            Some(v) => env.new_string(v)?.into(),
-            None => JObject::null(),
+            Field::Str(v) => {
+                signature.push_str("Ljava/lang/String;");
+                JValueOwned::Object(match v {
+                    Some(v) => env.new_string(v)?.into(),
+                    None => JObject::null(),
+                })
+            }
+            Field::Int(n) => {
+                signature.push('I');
+                JValueOwned::Int(n)
+            }
         });
     }
-    let signature = format!("({})V", "Ljava/lang/String;".repeat(args.len()));
-    let values: Vec<JValue> = args.iter().map(JValue::Object).collect();
+    signature.push_str(")V");
+    let values: Vec<JValue> = args.iter().map(JValueOwned::borrow).collect();
     Ok(env.new_object(class, signature, &values)?)
 }
 

@@ -7,11 +7,12 @@ use std::time::Duration;
 use jni::objects::{JClass, JObject, JString};
 use jni::sys::{jboolean, jint, jlong, jstring, JNI_FALSE, JNI_TRUE};
 use jni::JNIEnv;
-use polylock::{Client, ClientOptions, LockOptions, OwnerId};
+use polylock::{Client, ClientOptions, Error, LockOptions, OwnerId};
 
 use crate::acquire::{self, PendingAcquire, PendingAsync};
 use crate::errors::{self, guarded, Outcome};
-use crate::handles::{self, ClientHandle, LockHandle};
+use crate::handles::{self, ClientHandle, LockHandle, SemaphoreHandle};
+use crate::permits::{self, PendingPermits};
 use crate::runtime;
 
 /// Java passes `Long.MIN_VALUE` for "not set".
@@ -25,6 +26,12 @@ fn string(env: &mut JNIEnv, s: &JString) -> Outcome<String> {
 /// rejects as an invalid option with its own message.
 fn millis(ms: jlong) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
+}
+
+/// A number of permits from Java's `int`: a negative one is an invalid
+/// option (zero and too many are the runtime's to refuse).
+fn permit_count(what: &str, n: jint) -> Outcome<u32> {
+    u32::try_from(n).map_err(|_| Error::InvalidOption(format!("{what} must not be negative, not {n}")).into())
 }
 
 #[no_mangle]
@@ -306,6 +313,133 @@ pub extern "system" fn Java_io_polylock_Native_acquireAsync<'l>(
 pub extern "system" fn Java_io_polylock_Native_asyncFree<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>, pending: jlong) {
     guarded(&mut env, (), |_| {
         if let Some(p) = handles::free::<PendingAsync>(pending) {
+            p.cancel();
+        }
+        Ok(())
+    })
+}
+
+/// The semaphore `name` of `permits` permits.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_semNew<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    client: jlong,
+    name: JString<'l>,
+    permits: jint,
+    lease_ms: jlong,
+) -> jlong {
+    guarded(&mut env, 0, |env| {
+        let h = handles::get::<ClientHandle>(client)?;
+        let name = string(env, &name)?;
+        let permits = permit_count("the number of permits", permits)?;
+        let lease = (lease_ms != UNSET).then(|| millis(lease_ms));
+        let sem = h.client.semaphore_with(&name, permits, LockOptions { lease })?;
+        Ok(handles::into_handle(SemaphoreHandle { sem }))
+    })
+}
+
+/// Frees a semaphore handle. Grants still held in it are given back in the
+/// background (nobody could release them any more).
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_semFree<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>, sem: jlong) {
+    guarded(&mut env, (), |_| {
+        handles::free::<SemaphoreHandle>(sem);
+        Ok(())
+    })
+}
+
+/// Gives back `count` permits held in the semaphore, newest grants first,
+/// waiting for the server.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_semRelease<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    sem: jlong,
+    count: jint,
+) {
+    guarded(&mut env, (), |_| {
+        let h = handles::get::<SemaphoreHandle>(sem)?;
+        let count = permit_count("a permit count", count)?;
+        Ok(runtime::block_on(h.sem.release(count))?)
+    })
+}
+
+/// The fencing token of the newest grant held in the semaphore, or -1.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_semNewestToken<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    sem: jlong,
+) -> jlong {
+    guarded(&mut env, -1, |_| {
+        let h = handles::get::<SemaphoreHandle>(sem)?;
+        Ok(h.sem.newest_token().map_or(-1, |t| t as jlong))
+    })
+}
+
+/// Permits held in the semaphore (by every thread that uses it).
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_semHeldPermits<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    sem: jlong,
+) -> jint {
+    guarded(&mut env, 0, |_| {
+        let h = handles::get::<SemaphoreHandle>(sem)?;
+        Ok(h.sem.held_permits().min(i32::MAX as u32) as jint)
+    })
+}
+
+/// Starts an acquire of `count` permits; returns its pending handle.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_semAcquireStart<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    sem: jlong,
+    count: jint,
+    timeout_nanos: jlong,
+) -> jlong {
+    guarded(&mut env, 0, |_| {
+        let h = handles::get::<SemaphoreHandle>(sem)?;
+        let count = permit_count("a permit count", count)?;
+        Ok(handles::into_handle(permits::start(h, count, timeout_nanos)))
+    })
+}
+
+/// The fencing token (>= 0), -1 still waiting, -2 not granted in time.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_semAcquireWait<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    pending: jlong,
+    millis: jlong,
+) -> jlong {
+    guarded(&mut env, acquire::NOT_GRANTED, |_| {
+        let p: Arc<PendingPermits> = handles::get(pending)?;
+        p.wait(millis)
+    })
+}
+
+/// Withdraws the acquire if it still runs: the token of a grant that raced
+/// the cancel (held in the semaphore), or -2.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_semAcquireCancel<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    pending: jlong,
+) -> jlong {
+    guarded(&mut env, acquire::NOT_GRANTED, |_| {
+        let p: Arc<PendingPermits> = handles::get(pending)?;
+        Ok(p.cancel())
+    })
+}
+
+/// Cancels the acquire if it still runs, then frees the handle.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_semAcquireFree<'l>(mut env: JNIEnv<'l>, _c: JClass<'l>, pending: jlong) {
+    guarded(&mut env, (), |_| {
+        if let Some(p) = handles::free::<PendingPermits>(pending) {
             p.cancel();
         }
         Ok(())

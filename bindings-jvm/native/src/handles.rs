@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use jni::sys::jlong;
-use polylock::{Client, Lock};
+use polylock::{Client, Lock, Semaphore};
 
 use crate::errors::{Failure, Outcome};
 
@@ -23,6 +23,12 @@ impl LockHandle {
     pub(crate) fn new(lock: Lock) -> Self {
         LockHandle { lock }
     }
+}
+
+/// A semaphore and the grants taken through it (shared by every Java
+/// thread that uses the one `DistributedSemaphore`).
+pub(crate) struct SemaphoreHandle {
+    pub(crate) sem: Semaphore,
 }
 
 pub(crate) fn into_handle<T>(value: T) -> jlong {

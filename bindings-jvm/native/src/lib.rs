@@ -1,7 +1,7 @@
 //! JNI side of polylock for the JVM (`io.polylock.Native` in the Java sources).
 //!
 //! Java holds opaque `long` handles to boxed Rust values: a client, a lock,
-//! a pending acquire. Every blocking call runs on one process-wide tokio
+//! a semaphore, a pending acquire. Every blocking call runs on one process-wide tokio
 //! runtime; the Java side waits in short slices so that it can honour
 //! `Thread.interrupt()`. Each export goes through [`errors::guarded`], which
 //! catches panics and turns every failure into exactly one Java exception.
@@ -10,5 +10,6 @@ mod acquire;
 mod errors;
 mod exports;
 mod handles;
+mod permits;
 mod runtime;
 mod upcalls;

@@ -99,6 +99,28 @@ public final class LockClient implements AutoCloseable {
                 new DistributedLock(name, Native.lockNewReadWrite(h, name, leaseMs, true))));
     }
 
+    /**
+     * A counting semaphore named {@code name} of {@code permits} permits (Redisson's
+     * {@code RPermitExpirableSemaphore} layout on Redis): every client of one name must be made
+     * with the same number; an acquire of a client made with another throws
+     * {@link LockPermitsMismatchException} and takes nothing. No I/O.
+     *
+     * @throws IllegalArgumentException the name is malformed, or {@code permits} is not positive
+     */
+    public DistributedSemaphore newSemaphore(String name, int permits) {
+        return newSemaphore(name, permits, null);
+    }
+
+    /**
+     * {@link #newSemaphore(String, int)} with its own Redis lease for each grant (renewed every
+     * third of it while held; {@code null}: the client's lease).
+     */
+    public DistributedSemaphore newSemaphore(String name, int permits, Duration lease) {
+        Objects.requireNonNull(name, "name");
+        long leaseMs = lease == null ? Native.UNSET : lease.toMillis();
+        return withHandle(h -> new DistributedSemaphore(name, permits, Native.semNew(h, name, permits, leaseMs)));
+    }
+
     /** {@code "redis"} or {@code "zookeeper"}. */
     public String backend() {
         return withHandle(Native::clientBackend);

@@ -68,4 +68,31 @@ final class Native {
 
     /** Cancels an async acquire unless it completed, and frees the handle. */
     static native void asyncFree(long pending);
+
+    /** The semaphore {@code name} of {@code permits} permits ({@code leaseMs}: {@link #UNSET} for the client's lease). */
+    static native long semNew(long client, String name, int permits, long leaseMs);
+
+    /** Frees a semaphore handle; grants still held in it are given back in the background. */
+    static native void semFree(long sem);
+
+    /** Gives back {@code count} permits held in the semaphore, newest grants first. */
+    static native void semRelease(long sem, int count);
+
+    /** The fencing token of the newest grant held in the semaphore, or -1. */
+    static native long semNewestToken(long sem);
+
+    /** Permits held in the semaphore, by every thread that uses it. */
+    static native int semHeldPermits(long sem);
+
+    /** timeoutNanos: negative waits forever, 0 tries once. Returns a pending-acquire handle. */
+    static native long semAcquireStart(long sem, int count, long timeoutNanos);
+
+    /** Waits up to millis: the fencing token (>= 0), {@link #STILL_WAITING} or {@link #NOT_GRANTED}. */
+    static native long semAcquireWait(long pending, long millis);
+
+    /** Withdraws the acquire if it still runs: the token of a grant that raced it, or {@link #NOT_GRANTED}. */
+    static native long semAcquireCancel(long pending);
+
+    /** Cancels the acquire if it still runs and frees the handle. */
+    static native void semAcquireFree(long pending);
 }

@@ -65,6 +65,19 @@ import redis.clients.jedis.UnifiedJedis;
  * thread calls {@code lockAsync()} and stays free; {@code await} waits for
  * the future, {@code cancel} cancels it.
  *
+ * <p>Semaphore scenarios ({@code "permits": N}, steps in {@code "mode": "permits"}): each
+ * (client, owner, number of permits) gets its own {@link DistributedSemaphore} from
+ * {@code newSemaphore(name, N)}, used on the owner's thread; an owner's grant is
+ * {@code acquire(count)} / {@code tryAcquire(count)} / {@code tryAcquire(count, t, unit)} on it,
+ * and {@code release} gives it back with {@code release(count)} on the same object.
+ * {@code permits_mismatch} = {@link LockPermitsMismatchException}; {@code invalid_option} = an
+ * {@link IllegalArgumentException} from an acquire. They run in {@code threads} mode only:
+ * {@code DistributedSemaphore}, like {@code java.util.concurrent.Semaphore}, has no async
+ * acquire. {@code await_lost} is not expressible (the semaphore has no loss listener: the
+ * runtime's {@code Semaphore} does not hand out a held grant's loss signal): it is reported, and
+ * waits out one lease (the grant's renewal, every third of it, finds the loss), so that the
+ * {@code release} that expects {@code lost} checks the loss.
+ *
  * <p>Backends {@code sentinel} and {@code cluster} ({@link #redisVariants}):
  * every Redis scenario once more through the {@code redis+sentinel://} URL of
  * POLYLOCK_TEST_SENTINEL ({@code scripts/services start --sentinel}) and the
@@ -137,6 +150,9 @@ class ConformanceTest {
         for (Path f : files) {
             JsonNode sc = JSON.readTree(f.toFile());
             boolean background = sc.get("steps").findValuesAsText("op").contains("start_acquire");
+            // A semaphore has no async acquire (nor has java.util.concurrent.Semaphore): threads mode only.
+            List<String> modes = !background ? List.of("threads")
+                    : sc.has("permits") ? List.of("threads") : List.of("threads", "async");
             List<String> backends = new ArrayList<>();
             for (JsonNode b : sc.get("backends")) {
                 String backend = b.asText().equals("any") ? "redis" : b.asText();
@@ -146,7 +162,7 @@ class ConformanceTest {
                 }
             }
             for (String backend : backends) {
-              for (String mode : background ? List.of("threads", "async") : List.of("threads")) {
+              for (String mode : modes) {
                 String title = sc.get("name").asText() + " on " + backend + (background ? " (" + mode + ")" : "");
                 Variant variant = variants.get(backend);
                 if (variant != null && variant.url() == null) {
@@ -194,6 +210,9 @@ class ConformanceTest {
         if (e instanceof LockUpgradeRefusedException) {
             return "upgrade_refused";
         }
+        if (e instanceof LockPermitsMismatchException) {
+            return "permits_mismatch";
+        }
         if (e instanceof IllegalArgumentException) {
             return illegalArgument;
         }
@@ -221,9 +240,21 @@ class ConformanceTest {
         final Map<String, Background> background = new HashMap<>();
         /** Per (client, owner): the client's loss count when that owner was granted. */
         final Map<String, Long> lossesAtGrant = new HashMap<>();
+        /** The scenario's number of permits (semaphore scenarios), else 0. */
+        final int permits;
+        /** Per (client, owner, number of permits): that owner's semaphore object. */
+        final Map<String, DistributedSemaphore> semaphores = new HashMap<>();
+        /** Per (client, owner): the grant it holds, on which semaphore object and of how many permits. */
+        final Map<String, Grant> grants = new HashMap<>();
 
-        /** A background acquire: the owner's thread in lockInterruptibly(), or its lockAsync() future. */
-        record Background(int client, int owner, DistributedLock lock, Future<String[]> waiting, CompletableFuture<Void> async) {}
+        record Grant(DistributedSemaphore sem, int count) {}
+
+        /**
+         * A background acquire: the owner's thread in lockInterruptibly() (or in a semaphore's
+         * acquire, {@code grant} then being what it asked for), or its lockAsync() future.
+         */
+        record Background(int client, int owner, DistributedLock lock, Future<String[]> waiting, CompletableFuture<Void> async,
+                Grant grant) {}
 
         Run(JsonNode sc, String backend, String url, String mode) {
             this.mode = mode;
@@ -233,6 +264,7 @@ class ConformanceTest {
             this.url = url;
             this.name = Servers.unique(url, "conformance-" + scenario);
             this.inspector = INSPECTORS.get(backend);
+            this.permits = sc.path("permits").asInt(0);
         }
 
         void run() throws Exception {
@@ -312,6 +344,93 @@ class ConformanceTest {
             return new String[] {"granted", Long.toString(lock.fencingToken())};
         }
 
+        /** A semaphore grant on the owner's thread: {"granted", token}, or the refusal's outcome name. */
+        String[] acquirePermitsOnOwnerThread(Grant ask, JsonNode timeoutMs) throws InterruptedException {
+            DistributedSemaphore sem = ask.sem();
+            try {
+                if (timeoutMs == null || timeoutMs.isNull()) {
+                    sem.acquire(ask.count());
+                } else if (timeoutMs.asLong() == 0) {
+                    if (!sem.tryAcquire(ask.count())) {
+                        return new String[] {"would_block"};
+                    }
+                } else if (!sem.tryAcquire(ask.count(), timeoutMs.asLong(), TimeUnit.MILLISECONDS)) {
+                    return new String[] {"timeout"};
+                }
+            } catch (RuntimeException e) {
+                return new String[] {outcome(e, "invalid_option")};
+            }
+            // One semaphore object per owner, and an owner holds one grant at a time: its newest is this one.
+            return new String[] {"granted", Long.toString(sem.getFencingToken())};
+        }
+
+        /** What a permits step asks for: the owner's semaphore object of the step's number, and the count. */
+        Grant ask(int c, int owner, JsonNode step) {
+            int n = step.path("permits").asInt(permits);
+            DistributedSemaphore sem = semaphores.computeIfAbsent(c + "/" + owner + "/" + n,
+                    k -> clients.get(c).newSemaphore(name, n));
+            return new Grant(sem, step.path("count").asInt(1));
+        }
+
+        /** The steps on the lock in {@code "mode": "permits"}: one grant per (client, owner). */
+        void permitsStep(String op, int c, int owner, JsonNode step, String expect, String ctx) throws Exception {
+            String key = c + "/" + owner;
+            switch (op) {
+                case "acquire" -> {
+                    Grant ask = ask(c, owner, step);
+                    long started = System.nanoTime();
+                    String[] r = as(c, owner, () -> acquirePermitsOnOwnerThread(ask, step.get("timeout_ms")));
+                    long elapsedMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+                    assertEquals(expect, r[0], ctx);
+                    if (step.has("min_elapsed_ms")) {
+                        assertTrue(elapsedMs >= step.get("min_elapsed_ms").asLong(),
+                                ctx + ": gave up early, after " + elapsedMs + " ms");
+                    }
+                    if (r[0].equals("granted")) {
+                        grants.put(key, ask);
+                        long token = Long.parseLong(r[1]);
+                        checkToken(step, token, ctx);
+                        if (step.has("save_token")) {
+                            tokens.put(step.get("save_token").asText(), token);
+                        }
+                    }
+                }
+                case "release" -> {
+                    Grant g = grants.remove(key);
+                    Grant release = g != null ? g : ask(c, owner, step);
+                    String got = as(c, owner, () -> {
+                        try {
+                            release.sem().release(release.count());
+                            return "ok";
+                        } catch (IllegalArgumentException e) {
+                            return "not_held"; // more than this owner's semaphore object holds
+                        } catch (RuntimeException e) {
+                            return outcome(e, "other_error: " + e);
+                        }
+                    });
+                    assertEquals(expect, got, ctx);
+                }
+                case "start_acquire" -> {
+                    Grant ask = ask(c, owner, step);
+                    Future<String[]> waiting = thread(c, owner).submit(
+                            () -> acquirePermitsOnOwnerThread(ask, step.get("timeout_ms")));
+                    background.put(step.get("id").asText(), new Background(c, owner, null, waiting, null, ask));
+                }
+                case "await_lost" -> {
+                    // Not expressible: no loss listener. Wait out one lease (the grant's renewal runs every
+                    // third of it and finds the loss), so that the release expecting `lost` checks it.
+                    long lease = sc.path("lease_ms").asLong(30_000);
+                    long wait = Math.min(step.path("within_ms").asLong(10_000), lease + 300);
+                    System.err.println("conformance: not expressible in Java: " + ctx + ": DistributedSemaphore "
+                            + "has no loss listener (the runtime's Semaphore does not hand out a held grant's loss "
+                            + "signal); waiting " + wait + " ms for the renewal to find the loss, which the "
+                            + "release that expects lost then checks");
+                    Thread.sleep(wait);
+                }
+                default -> fail(ctx + ": " + op + " has no permits mode");
+            }
+        }
+
         void checkToken(JsonNode step, long token, String ctx) {
             if (step.has("token_eq")) {
                 String k = step.get("token_eq").asText();
@@ -338,6 +457,10 @@ class ConformanceTest {
             int c = step.path("client").asInt(0);
             int owner = step.path("owner").asInt(0);
             String expect = step.path("expect").asText("");
+            if (step.path("mode").asText("").equals("permits")) {
+                permitsStep(op, c, owner, step, expect, ctx);
+                return;
+            }
             switch (op) {
                 case "acquire" -> {
                     DistributedLock lock = lockFor(c, step);
@@ -374,9 +497,10 @@ class ConformanceTest {
                 case "start_acquire" -> {
                     DistributedLock lock = lockFor(c, step);
                     Background b = mode.equals("async")
-                            ? new Background(c, owner, lock, null, as(c, owner, lock::lockAsync))
+                            ? new Background(c, owner, lock, null, as(c, owner, lock::lockAsync), null)
                             : new Background(c, owner, lock,
-                                    thread(c, owner).submit(() -> acquireOnOwnerThread(lock, step.get("timeout_ms"))), null);
+                                    thread(c, owner).submit(() -> acquireOnOwnerThread(lock, step.get("timeout_ms"))), null,
+                                    null);
                     background.put(step.get("id").asText(), b);
                 }
                 case "await" -> {
@@ -399,6 +523,9 @@ class ConformanceTest {
                     }
                     assertEquals(expect, r[0], ctx);
                     if (r[0].equals("granted")) {
+                        if (b.grant() != null) {
+                            grants.put(b.client() + "/" + b.owner(), b.grant());
+                        }
                         checkToken(step, Long.parseLong(r[1]), ctx);
                     }
                 }
@@ -438,8 +565,20 @@ class ConformanceTest {
                         fail(ctx + ": " + serverWaiters() + " waiters on the server");
                     }
                 }
+                case "server_permits" -> {
+                    long want = step.get("expect_count").asLong();
+                    long within = step.path("within_ms").asLong(3000);
+                    if (!eventually(within, () -> serverPermits() == want)) {
+                        fail(ctx + ": " + serverPermits() + " permits held on the server");
+                    }
+                }
                 case "expire_lease" -> {
-                    if (!backend.equals("zookeeper")) {
+                    if (!backend.equals("zookeeper") && permits > 0) {
+                        // Every held permit id expired: the next script reclaims it.
+                        for (String id : inspector.zrange(permitTimeouts(), 0, -1)) {
+                            inspector.zadd(permitTimeouts(), 0, id);
+                        }
+                    } else if (!backend.equals("zookeeper")) {
                         inspector.del(name);
                     } else {
                         clients.get(c).debugExpireSessionForTests();
@@ -526,13 +665,38 @@ class ConformanceTest {
                 return zkChildren().toString();
             }
             List<String> left = new ArrayList<>();
-            for (String k : List.of(name, "polylock_queue:{" + name + "}", "polylock_queue_deadline:{" + name + "}",
-                    "polylock_rwqueue:{" + name + "}", "polylock_rwqueue_deadline:{" + name + "}")) {
+            List<String> keys = new ArrayList<>(List.of("polylock_queue:{" + name + "}",
+                    "polylock_queue_deadline:{" + name + "}", "polylock_rwqueue:{" + name + "}",
+                    "polylock_rwqueue_deadline:{" + name + "}"));
+            if (permits > 0) {
+                // The counter of free permits at the name stays, as Redisson's does; no permit may be held.
+                keys.addAll(List.of("polylock_semqueue:{" + name + "}", "polylock_semqueue_deadline:{" + name + "}"));
+                long held = serverPermits();
+                if (held > 0) {
+                    left.add(permitTimeouts() + " (" + held + " held)");
+                }
+            } else {
+                keys.add(0, name);
+            }
+            for (String k : keys) {
                 if (inspector.exists(k)) {
                     left.add(k);
                 }
             }
             return left.toString();
+        }
+
+        /** Redisson's sorted set of held permit ids, scored by expiry: {@code {NAME}:timeout}. */
+        String permitTimeouts() {
+            return name.contains("{") ? name + ":timeout" : "{" + name + "}:timeout";
+        }
+
+        /** Permits held on the server, by anyone (Redis only: ZooKeeper semaphores are not built yet). */
+        long serverPermits() {
+            if (backend.equals("zookeeper")) {
+                throw new AssertionError("server_permits on ZooKeeper: not built yet in this runner");
+            }
+            return inspector.zcard(permitTimeouts());
         }
 
         boolean serverClean() {

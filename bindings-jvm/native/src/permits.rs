@@ -1,0 +1,75 @@
+//! Semaphore acquires that Java can wait for in slices and cancel, as
+//! [`crate::acquire`] does for locks.
+//!
+//! `start` spawns the runtime's cancel-safe `Semaphore::acquire_held` as a
+//! task: a grant stays in the semaphore (Java releases by count, from any
+//! thread, as with `java.util.concurrent.Semaphore`). `wait` blocks the Java
+//! thread for at most a slice; `cancel` aborts the task if it still runs
+//! (dropping the acquire withdraws it from the server) and says whether a
+//! grant raced the cancel, so that Java keeps it rather than losing track.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use crate::acquire::{NOT_GRANTED, STILL_WAITING};
+use crate::errors::{Failure, Outcome};
+use crate::handles::SemaphoreHandle;
+use crate::runtime;
+
+type Grant = polylock::Result<Option<u64>>;
+
+pub(crate) struct PendingPermits {
+    /// Keeps the Java semaphore handle (and its client's count) alive while the acquire runs.
+    _sem: Arc<SemaphoreHandle>,
+    task: Mutex<Option<JoinHandle<Grant>>>,
+}
+
+/// `timeout_nanos < 0`: wait until granted; 0: one try, no wait.
+pub(crate) fn start(sem: Arc<SemaphoreHandle>, count: u32, timeout_nanos: i64) -> PendingPermits {
+    let timeout = (timeout_nanos >= 0).then(|| Duration::from_nanos(timeout_nanos as u64));
+    let s = sem.sem.clone();
+    let task = runtime::spawn(async move { s.acquire_held(count, timeout).await });
+    PendingPermits { _sem: sem, task: Mutex::new(Some(task)) }
+}
+
+/// The grant's token (>= 0), or [`NOT_GRANTED`]; errors as Java exceptions.
+fn outcome(joined: Result<Grant, tokio::task::JoinError>) -> Outcome<i64> {
+    match joined {
+        Ok(Ok(Some(token))) => Ok(token as i64),
+        Ok(Ok(None)) => Ok(NOT_GRANTED),
+        Ok(Err(e)) => Err(e.into()),
+        Err(join) if join.is_cancelled() => Ok(NOT_GRANTED),
+        Err(join) => Err(Failure::Panic(format!("semaphore acquire task failed: {join}"))),
+    }
+}
+
+impl PendingPermits {
+    /// Blocks up to `millis`: the token of a grant, [`STILL_WAITING`], or [`NOT_GRANTED`].
+    pub(crate) fn wait(&self, millis: i64) -> Outcome<i64> {
+        let mut slot = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(task) = slot.as_mut() else {
+            return Err(Failure::Illegal("this acquire already finished".into()));
+        };
+        let slice = Duration::from_millis(millis.max(0) as u64);
+        // The timer must be made inside the runtime: build it in the async block.
+        let joined = match runtime::block_on(async move { tokio::time::timeout(slice, task).await }) {
+            Err(_elapsed) => return Ok(STILL_WAITING),
+            Ok(joined) => joined,
+        };
+        *slot = None;
+        outcome(joined)
+    }
+
+    /// Cancels the acquire if it still runs and waits until the runtime has
+    /// withdrawn it: the token of a grant that raced the cancel (it is held
+    /// in the semaphore), or [`NOT_GRANTED`] (a refusal that raced it too:
+    /// the caller asked to stop waiting, not for its outcome).
+    pub(crate) fn cancel(&self) -> i64 {
+        let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(task) = task else { return NOT_GRANTED };
+        task.abort();
+        outcome(runtime::block_on(task)).unwrap_or(NOT_GRANTED)
+    }
+}
