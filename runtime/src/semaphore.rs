@@ -139,6 +139,12 @@ impl Semaphore {
         self.held.lock().expect("semaphore grants").last().map(Permits::fencing_token)
     }
 
+    /// The loss signal of the newest grant held for [`Self::release`] (what
+    /// a binding forwards to its language's loss callback).
+    pub fn newest_loss_watch(&self) -> Option<LossWatch> {
+        self.held.lock().expect("semaphore grants").last().map(Permits::loss_watch)
+    }
+
     /// Permits held for [`Self::release`] in this handle (and its clones).
     pub fn held_permits(&self) -> u32 {
         self.held.lock().expect("semaphore grants").iter().map(|g| g.count).sum()

@@ -217,9 +217,12 @@ async fn held_grants_are_released_by_count() {
         assert!(t2 > t1);
         assert_eq!(sem.held_permits(), 3);
         assert_eq!(sem.newest_token(), Some(t2));
+        let watch = sem.newest_loss_watch().expect("a held grant's loss signal");
+        assert_eq!(watch.reason(), None);
         assert!(matches!(sem.release(1).await, Err(Error::InvalidOption(_))), "{backend}: split a grant of 2");
         assert_eq!(sem.held_permits(), 3, "{backend}: a refused release released something");
         sem.release(2).await.unwrap();
+        assert_eq!(watch.ended().await, None, "{backend}: a released grant's signal ends without a loss");
         assert_eq!(sem.newest_token(), Some(t1));
         assert!(sem.acquire_held(4, Some(Duration::ZERO)).await.unwrap().is_none(), "{backend}: 4 with 1 held");
         sem.release(1).await.unwrap();

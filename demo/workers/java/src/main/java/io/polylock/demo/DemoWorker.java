@@ -2,6 +2,7 @@ package io.polylock.demo;
 
 import io.polylock.ClientOptions;
 import io.polylock.DistributedLock;
+import io.polylock.DistributedSemaphore;
 import io.polylock.LockClient;
 import io.polylock.LockLostException;
 import java.io.IOException;
@@ -19,7 +20,9 @@ import redis.clients.jedis.JedisPooled;
  * The Java worker of the demo and the cross-language fault suite; same
  * protocol as runtime/examples/demo_worker.rs (see demo/README.md):
  * {@code --url URL --lock NAME --resource-url REDIS_URL --rounds N --id ID
- * [--hold-ms MS] [--lease-ms MS] [--session-ms MS]}.
+ * [--hold-ms MS] [--lease-ms MS] [--session-ms MS] [--permits N]}.
+ * With --permits it takes one permit of the semaphore of N permits instead
+ * of the lock and holds without touching the resource (N hold at once).
  * For each round: lock; print a grant line; read the resource's count; hold
  * for --hold-ms; write count+1 through demo/resource.lua (fencing-checked);
  * unlock (a reported loss is not an error); print the record line.
@@ -56,6 +59,11 @@ public final class DemoWorker {
         AtomicLong losses = new AtomicLong();
         try (JedisPooled redis = new JedisPooled(java.net.URI.create(resourceUrl));
                 LockClient client = LockClient.connect(url, options)) {
+            if (args.containsKey("--permits")) {
+                permitRounds(client.newSemaphore(name, Integer.parseInt(args.get("--permits"))), rounds, holdMs,
+                        common, out);
+                return;
+            }
             DistributedLock lock = client.newLock(name);
             lock.onLost(losses::incrementAndGet);
             for (int round = 0; round < rounds; round++) {
@@ -86,6 +94,29 @@ public final class DemoWorker {
         }
         if (out.checkError()) {
             System.exit(1);
+        }
+    }
+
+    /** The semaphore rounds: a grant line, a hold, a release, a record line. */
+    private static void permitRounds(DistributedSemaphore sem, int rounds, long holdMs, String common, PrintStream out)
+            throws InterruptedException {
+        for (int round = 0; round < rounds; round++) {
+            sem.acquire();
+            long token = sem.getFencingToken();
+            long start = System.nanoTime();
+            out.println("{\"event\": \"grant\", " + common + ", \"token\": " + token + ", \"t_ns\": " + start + "}");
+            out.flush();
+            Thread.sleep(holdMs);
+            long end = System.nanoTime();
+            boolean lost = false;
+            try {
+                sem.release();
+            } catch (LockLostException e) {
+                lost = true;
+            }
+            out.println("{" + common + ", \"token\": " + token + ", \"start_ns\": " + start + ", \"end_ns\": " + end
+                    + ", \"accepted\": true, \"lost\": " + lost + "}");
+            out.flush();
         }
     }
 
