@@ -73,10 +73,16 @@ def node_rows(d):
     return out
 
 
-# Read-write lock rows of the java run (bench/jvm Bench.RW_READ and RW_HANDOFF):
-# reported in a section of their own, beside the read-write locks of the
-# same libraries, never mixed into the mutex rows and targets.
-RW_OPERATIONS = ("uncontended read lock+unlock", "handoff writer -> blocked reader (another client)")
+# Read-write lock and semaphore rows of the java run (bench/jvm Bench.RW_READ,
+# RW_HANDOFF, SEM_ONE, SEM_HANDOFF): reported in a section of their own,
+# beside the same primitives of the same libraries, never mixed into the
+# mutex rows and targets.
+RW_OPERATIONS = (
+    "uncontended read lock+unlock",
+    "handoff writer -> blocked reader (another client)",
+    "uncontended permit acquire+release",
+    "handoff permit holder -> blocked acquirer (another client)",
+)
 
 
 def jvm_rows(d):
@@ -114,7 +120,7 @@ def jvm_peer_throughput(d):
 
 
 def jvm_rw_rows(d):
-    """The read-write lock rows: [(operation, system, p50, p99, polylock p50 / this p50 or None)]."""
+    """The read-write lock and semaphore rows: [(operation, system, p50, p99, polylock p50 / this p50 or None)]."""
     rows = [r for r in d if r["operation"] in RW_OPERATIONS]
     out = []
     for r in rows:
@@ -303,7 +309,7 @@ def main():
             md.append("")
         rw = jvm_rw_rows(jvm)
         if rw:
-            md += ["## Read-write locks (java, beside Curator's and Redisson's, same run)", "",
+            md += ["## Read-write locks and semaphores (java, beside Curator's and Redisson's, same run)", "",
                    "| operation | system | p50 | p99 | polylock p50 / this p50 |", "|---|---|---:|---:|---:|"]
             md += [f"| {op} | {system} | {fmt(p50)} | {fmt(p99)} | {'' if ratio is None else f'{ratio:.2f}'} |"
                    for op, system, p50, p99, ratio in rw]

@@ -144,6 +144,16 @@ public final class Bench {
         rows.add(handoff(RW_HANDOFF, "Redisson RReadWriteLock",
                 redissonLocker(ra.getReadWriteLock(rname + "-rwh").writeLock()),
                 redissonLocker(rb.getReadWriteLock(rname + "-rwh").readLock())));
+        // Semaphores: one permit of 4 alone, and the holder of a 1-permit semaphore's release taken by a waiter.
+        try (LockClient a = LockClient.connect(redisUrl); LockClient b = LockClient.connect(redisUrl)) {
+            String name = run + "-redis-sem";
+            rows.add(uncontended(SEM_ONE, "polylock (redis)", permits(a.newSemaphore(name, 4))));
+            rows.add(handoff(SEM_HANDOFF, "polylock (redis)", permits(a.newSemaphore(name + "-h", 1)),
+                    permits(b.newSemaphore(name + "-h", 1))));
+        }
+        rows.add(uncontended(SEM_ONE, "Redisson RPermitExpirableSemaphore", redissonPermits(ra, rname + "-sem", 4)));
+        rows.add(handoff(SEM_HANDOFF, "Redisson RPermitExpirableSemaphore", redissonPermits(ra, rname + "-semh", 1),
+                redissonPermits(rb, rname + "-semh", 1)));
         ra.shutdown();
         rb.shutdown();
 
@@ -328,6 +338,43 @@ public final class Bench {
             }
         }
         return out;
+    }
+
+    static final String SEM_ONE = "uncontended permit acquire+release";
+    static final String SEM_HANDOFF = "handoff permit holder -> blocked acquirer (another client)";
+
+    /** One permit of a polylock semaphore at a time. */
+    static Locker permits(io.polylock.DistributedSemaphore sem) {
+        return new Locker() {
+            public void lock() throws Exception {
+                sem.acquire();
+            }
+
+            public void unlock() {
+                sem.release();
+            }
+        };
+    }
+
+    /**
+     * One permit of a Redisson RPermitExpirableSemaphore of {@code n} permits
+     * (trySetPermits), with a lease as polylock's (30 s): Redisson's permit
+     * ids expire, ours are renewed.
+     */
+    static Locker redissonPermits(RedissonClient r, String name, int n) {
+        org.redisson.api.RPermitExpirableSemaphore sem = r.getPermitExpirableSemaphore(name);
+        sem.trySetPermits(n);
+        return new Locker() {
+            private String id;
+
+            public void lock() throws Exception {
+                id = sem.acquire(30, TimeUnit.SECONDS);
+            }
+
+            public void unlock() {
+                sem.release(id);
+            }
+        };
     }
 
     static final String RW_READ = "uncontended read lock+unlock";
