@@ -2,13 +2,15 @@
 one (runtime/examples/demo_worker.rs).
 
 ``worker.py --url URL --lock NAME --resource-url REDIS_URL --rounds N --id ID
-[--hold-ms MS] [--lease-ms MS] [--session-ms MS]``
+[--hold-ms MS] [--lease-ms MS] [--session-ms MS] [--permits N]``
 
 For each round: acquire (blocking API: the owner is this thread); print a
 grant line; read the resource's count; hold for --hold-ms; write count+1
 through the fencing-checked script (demo/resource.lua); print a record line
 with start/end on CLOCK_MONOTONIC and whether the lock was lost meanwhile;
-release. Then close the client.
+release. Then close the client. With ``--permits N`` it takes one permit of
+the semaphore of N permits instead and holds without touching the resource
+(N hold at once: there is no single writer to fence).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def main() -> None:
     ap.add_argument("--hold-ms", type=int, default=2)
     ap.add_argument("--lease-ms", type=int, default=30_000)
     ap.add_argument("--session-ms", type=int, default=10_000)
+    ap.add_argument("--permits", type=int)
     args = ap.parse_args()
 
     backend = "zookeeper" if args.url.startswith("zk") else "redis"
@@ -51,6 +54,9 @@ def main() -> None:
     with polylock.connect(
         args.url, lease=args.lease_ms / 1000, session_timeout=args.session_ms / 1000
     ) as client:
+        if args.permits is not None:
+            permit_rounds(client.semaphore(args.lock, args.permits), args, base)
+            return
         lock = client.lock(args.lock)
         for _ in range(args.rounds):
             lock.acquire()
@@ -80,6 +86,23 @@ def main() -> None:
                 }
             )
     r.close()
+
+
+def permit_rounds(sem: polylock.Semaphore, args: argparse.Namespace, base: dict[str, object]) -> None:
+    """The semaphore rounds: a grant line, a hold, a release, a record line."""
+    for _ in range(args.rounds):
+        permit = sem.grant(1)
+        token = permit.fencing_token
+        start = time.monotonic_ns()
+        emit({"event": "grant", **base, "token": token, "t_ns": start})
+        time.sleep(args.hold_ms / 1000)
+        end = time.monotonic_ns()
+        lost = not permit.held
+        try:
+            permit.release()
+        except polylock.LockLostError:
+            lost = True
+        emit({**base, "token": token, "start_ns": start, "end_ns": end, "accepted": True, "lost": lost})
 
 
 if __name__ == "__main__":
