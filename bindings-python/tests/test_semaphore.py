@@ -327,3 +327,20 @@ def test_grant_is_one_grant_with_its_token_and_loss(
 
     asyncio.run(main())
     assert eventually(lambda: held_on_server(name) == 0)
+
+
+def test_release_of_a_lost_grant_raises_lock_lost(
+    client: polylock.Client, raw_redis: redis.Redis, held_on_server: Callable[[str], int]
+) -> None:
+    name = unique("sem-lost")
+    sem = client.semaphore(name, 2, lease=1.0)
+    assert sem.acquire(count=2)
+    key = f"{{{name}}}:timeout"
+    for member in raw_redis.zrange(key, 0, -1):
+        raw_redis.zadd(key, {member: 0}, xx=True)
+    time.sleep(1.5)  # past the lease: the renewal has found the permits gone
+    with pytest.raises(polylock.LockLostError) as caught:
+        sem.release(2)
+    assert caught.value.name == name
+    assert sem.held_permits == 0  # released all the same
+    assert eventually(lambda: held_on_server(name) == 0)
