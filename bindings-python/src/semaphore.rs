@@ -56,7 +56,8 @@ async fn acquire_held(
         state.cancelled
     };
     if cancelled {
-        let _ = sem.release(count).await;
+        // Its own task: the abort that may follow the cancellation must not cut it short.
+        tokio::spawn(async move { sem.release(count).await });
     }
     Ok(!cancelled)
 }

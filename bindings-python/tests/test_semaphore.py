@@ -344,3 +344,25 @@ def test_release_of_a_lost_grant_raises_lock_lost(
     assert caught.value.name == name
     assert sem.held_permits == 0  # released all the same
     assert eventually(lambda: held_on_server(name) == 0)
+
+
+def test_a_grant_that_races_the_cancellation_goes_back(
+    client: polylock.Client, held_on_server: Callable[[str], int]
+) -> None:
+    name = unique("sem-cancel-race")
+    sem = client.semaphore(name, 1)
+
+    async def main() -> None:
+        for _ in range(5):
+            task = asyncio.create_task(sem.acquire_async(timeout=5))
+            await asyncio.sleep(0)  # the task starts the acquire
+            # Blocking the loop: the grant arrives, but the task cannot take it yet.
+            assert eventually(lambda: sem.held_permits == 1)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert eventually(lambda: sem.held_permits == 0 and held_on_server(name) == 0)
+
+    asyncio.run(main())
+    assert sem.acquire(timeout=5) is True
+    sem.release()
