@@ -10,6 +10,7 @@ use crate::errors::{lock_error, seconds, PythonErrorExt};
 use crate::lock::{Lock, LockInner};
 use crate::process::ProcessBound;
 use crate::runtime::{wait, OnInterrupt};
+use crate::semaphore::Semaphore;
 
 pub(crate) struct ClientInner {
     pub(crate) client: polylock::Client,
@@ -124,6 +125,15 @@ impl Client {
         };
         let write_on_lost = on_lost.as_ref().map(|f| f.clone_ref(py));
         Ok((half(rw.read(), on_lost), half(rw.write(), write_on_lost)))
+    }
+
+    /// A counting semaphore of `permits` permits. No I/O; validates the
+    /// name, the number and the lease.
+    #[pyo3(signature = (name, permits, lease))]
+    fn semaphore(&self, name: &str, permits: u32, lease: Option<f64>) -> PyResult<Semaphore> {
+        let inner = self.inner.get()?;
+        let opts = LockOptions { lease: seconds("lease", lease)? };
+        Ok(Semaphore::new(inner.client.semaphore_with(name, permits, opts).py_err()?))
     }
 
     /// The lock as the server sees it: (held, holder, fencing_token, waiters, ttl_ms).

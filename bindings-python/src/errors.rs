@@ -31,9 +31,17 @@ pub(crate) fn lock_error(msg: String) -> PyErr {
     raise("LockError", |py| vec![text(py, msg)])
 }
 
+pub(crate) fn not_held(msg: String) -> PyErr {
+    raise("NotHeldError", |py| vec![text(py, msg)])
+}
+
 /// A structured field as a constructor argument: its text, or None.
 fn field<'py>(py: Python<'py>, v: Option<&str>) -> Bound<'py, PyAny> {
     v.map_or_else(|| PyNone::get(py).to_owned().into_any(), |v| text(py, v))
+}
+
+fn number(py: Python<'_>, n: u32) -> Bound<'_, PyAny> {
+    n.into_pyobject(py).expect("an int").into_any()
 }
 
 /// Maps a runtime `Result` onto pyo3's, once per call site.
@@ -61,6 +69,12 @@ pub(crate) fn to_py(e: polylock::Error) -> PyErr {
             raise("LockLostError", |py| vec![text(py, msg), field(py, e.lock_name()), field(py, e.reason().as_deref())])
         }
         K::UpgradeRefused => raise("UpgradeRefused", |py| vec![text(py, msg), field(py, e.lock_name())]),
+        K::PermitsMismatch => {
+            let (server, ours) = e.permits().unwrap_or_default();
+            raise("PermitsMismatch", |py| {
+                vec![text(py, msg), field(py, e.lock_name()), number(py, server), number(py, ours)]
+            })
+        }
         K::Closed => raise("ClientClosedError", |py| vec![text(py, msg)]),
         K::Unavailable => {
             raise("LockUnavailableError", |py| vec![text(py, msg), field(py, e.lock_name()), field(py, e.reply())])

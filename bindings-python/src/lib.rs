@@ -9,6 +9,7 @@ mod errors;
 mod lock;
 mod process;
 mod runtime;
+mod semaphore;
 
 use pyo3::prelude::*;
 
@@ -27,5 +28,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::AsyncOp>()?;
+    m.add_class::<semaphore::Semaphore>()?;
+    m.add_class::<semaphore::SemOp>()?;
+    m.add_class::<semaphore::Permits>()?;
     Ok(())
 }

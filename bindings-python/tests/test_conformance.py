@@ -41,6 +41,22 @@ is a DEL of the lock key (Redis) or the private
 with ``_debug_faults=True`` and a 2 s session). ``server_*`` read the
 servers directly (redis-py, kazoo).
 
+Semaphores (``"permits": N``, steps with ``"mode": "permits"``): a grant
+of (client, owner) is taken in that owner's thread or task through the
+``threading.BoundedSemaphore`` shape (``sem.acquire(blocking, timeout,
+count)`` / ``sem.release(count)``, or ``acquire_async`` / ``release_async``)
+on a ``client.semaphore(name, permits)`` handle of its own per (client,
+owner, permits), so the handle holds exactly that grant. A scenario with
+``await_lost`` uses the guard shape instead (``sem.grant(count)`` /
+``grant_async``, then ``Permits.release``), since only a ``Permits`` carries
+one grant's loss: ``await_lost`` is its ``lost_reason`` turning non-None and
+``held`` False. ``would_block``/``timeout`` = acquire returned False (or
+LockTimeout); ``permits_mismatch`` = PermitsMismatch; ``invalid_option`` =
+ValueError. ``server_permits`` is ``ZCARD {NAME}:timeout``; ``server_clean``
+wants that empty and no ``polylock_semqueue:{NAME}`` /
+``polylock_semqueue_deadline:{NAME}`` (the counter at NAME stays);
+``expire_lease`` sets every member of ``{NAME}:timeout`` to score 0.
+
 Backends ``sentinel`` and ``cluster`` (``REDIS_VARIANTS``): every Redis
 scenario once more through the ``redis+sentinel://`` URL of
 POLYLOCK_TEST_SENTINEL (``scripts/services start --sentinel``) and the
@@ -142,6 +158,10 @@ def _outcome(exc: BaseException, *, try_once: bool = False) -> str:
         return "connect_error"
     if isinstance(exc, polylock.UpgradeRefused):
         return "upgrade_refused"
+    if isinstance(exc, polylock.PermitsMismatch):
+        return "permits_mismatch"
+    if isinstance(exc, ValueError):
+        return "invalid_option"
     return f"other error {type(exc).__name__}: {exc}"
 
 
@@ -248,6 +268,12 @@ class Run:
         self.lost: dict[tuple[int, int, str], threading.Event] = {}
         self.tokens: dict[str, int] = {}
         self.background: dict[str, tuple[Owner, cf.Future[Any]]] = {}
+        self.permits: int | None = sc.get("permits")
+        self.sems: dict[tuple[int, int, int], polylock.Semaphore] = {}
+        # (client, owner) -> its grant: (handle, count) in the threading
+        # shape, or a Permits in the guard shape
+        self.grants: dict[Owner, tuple[polylock.Semaphore, int] | polylock.Permits] = {}
+        self.guards = any(st["op"] == "await_lost" for st in sc["steps"])
         self.owners: _Threads | _Tasks = _Threads() if mode == "threads" else _Tasks()
 
     def fail(self, what: str) -> None:
@@ -344,6 +370,87 @@ class Run:
         if "save_token" in step:
             self.tokens[step["save_token"]] = result
 
+    # ---- semaphores ---------------------------------------------------
+
+    def semaphore(self, c: int, owner: int, step: dict[str, Any]) -> polylock.Semaphore:
+        """Owner's own handle on the scenario's semaphore, with the step's permits."""
+        assert self.permits is not None, "a permits step in a scenario without permits"
+        n = step.get("permits", self.permits)
+        key = (c, owner, n)
+        if key not in self.sems:
+            self.sems[key] = self.clients[c].semaphore(self.name, n)
+        return self.sems[key]
+
+    def _sem_acquire_fn(
+        self, c: int, owner: int, step: dict[str, Any], timeout: float | None
+    ) -> Callable[[], Any]:
+        """The acquire of (client, owner)'s grant in the owner's context:
+        returns the grant's token, or an outcome name when not granted."""
+        sem, count, key = self.semaphore(c, owner, step), step.get("count", 1), (c, owner)
+        try_once = timeout == 0
+        if isinstance(self.owners, _Threads):
+
+            def blocking() -> int | str:
+                try:
+                    if self.guards:
+                        p = sem.grant(count, timeout=timeout)
+                        self.grants[key] = p
+                        return p.fencing_token
+                    if try_once:
+                        granted = sem.acquire(blocking=False, count=count)
+                    else:
+                        granted = sem.acquire(timeout=timeout, count=count)
+                except (polylock.LockError, ValueError) as e:
+                    return _outcome(e, try_once=try_once)
+                if not granted:
+                    return "would_block" if try_once else "timeout"
+                self.grants[key] = (sem, count)
+                return sem.fencing_token
+
+            return blocking
+
+        async def asynchronous() -> int | str:
+            try:
+                if self.guards:
+                    p = await sem.grant_async(count, timeout=timeout)
+                    self.grants[key] = p
+                    return p.fencing_token
+                await sem.acquire_async(timeout, count=count)
+            except (polylock.LockError, ValueError) as e:
+                return _outcome(e, try_once=try_once)
+            self.grants[key] = (sem, count)
+            return sem.fencing_token
+
+        return asynchronous
+
+    def _sem_release_fn(self, c: int, owner: int) -> Callable[[], Any]:
+        grant = self.grants.pop((c, owner))
+        if isinstance(self.owners, _Threads):
+
+            def blocking() -> str:
+                try:
+                    if isinstance(grant, polylock.Permits):
+                        grant.release()
+                    else:
+                        grant[0].release(grant[1])
+                except (polylock.LockError, ValueError) as e:
+                    return _outcome(e)
+                return "ok"
+
+            return blocking
+
+        async def asynchronous() -> str:
+            try:
+                if isinstance(grant, polylock.Permits):
+                    await grant.release_async()
+                else:
+                    await grant[0].release_async(grant[1])
+            except (polylock.LockError, ValueError) as e:
+                return _outcome(e)
+            return "ok"
+
+        return asynchronous
+
     # ---- the steps ----------------------------------------------------
 
     def run(self) -> None:
@@ -365,19 +472,31 @@ class Run:
         c, owner = step["client"], step["owner"]
         timeout = step["timeout_ms"] / 1000 if "timeout_ms" in step else None
         started = time.monotonic()
-        result = self.owners.call((c, owner), self._acquire_fn(self.lock(c, owner, step), timeout))
+        if step.get("mode") == "permits":
+            fn = self._sem_acquire_fn(c, owner, step, timeout)
+        else:
+            fn = self._acquire_fn(self.lock(c, owner, step), timeout)
+        result = self.owners.call((c, owner), fn)
         if "min_elapsed_ms" in step and time.monotonic() - started < step["min_elapsed_ms"] / 1000:
             self.fail("gave up early")
         self.granted(step, result)
 
     def op_release(self, step: dict[str, Any]) -> None:
         key = (step["client"], step["owner"])
-        self.expect(self.owners.call(key, self._release_fn(self.lock(*key, step))), step["expect"])
+        if step.get("mode") == "permits":
+            fn = self._sem_release_fn(*key)
+        else:
+            fn = self._release_fn(self.lock(*key, step))
+        self.expect(self.owners.call(key, fn), step["expect"])
 
     def op_start_acquire(self, step: dict[str, Any]) -> None:
         assert isinstance(self.owners, _Tasks), "start_acquire runs in asyncio mode only"
         c, owner = step["client"], step["owner"]
-        future = self.owners.start((c, owner), self._acquire_fn(self.lock(c, owner, step), None))
+        if step.get("mode") == "permits":
+            fn = self._sem_acquire_fn(c, owner, step, None)
+        else:
+            fn = self._acquire_fn(self.lock(c, owner, step), None)
+        future = self.owners.start((c, owner), fn)
         self.background[step["id"]] = ((c, owner), future)
 
     def op_await(self, step: dict[str, Any]) -> None:
@@ -413,8 +532,20 @@ class Run:
 
     def op_server_clean(self, step: dict[str, Any]) -> None:
         within = step.get("within_ms", 3000) / 1000
-        if not _eventually(lambda: not self.raw.leftovers(self.backend, self.name), within):
-            self.fail(f"left on the server: {self.raw.leftovers(self.backend, self.name)}")
+        sem = self.permits is not None
+
+        def left() -> list[str]:
+            return self.raw.leftovers(self.backend, self.name, semaphore=sem)
+
+        if not _eventually(lambda: not left(), within):
+            self.fail(f"left on the server: {left()}")
+
+    def op_server_permits(self, step: dict[str, Any]) -> None:
+        within = step.get("within_ms", 3000) / 1000
+        want = step["expect_count"]
+        held = lambda: self.raw.permits_held(self.backend, self.name)  # noqa: E731
+        if not _eventually(lambda: held() == want, within):
+            self.fail(f"{held()} permits held on the server")
 
     def op_server_waiters(self, step: dict[str, Any]) -> None:
         within = step.get("within_ms", 3000) / 1000
@@ -423,13 +554,24 @@ class Run:
             self.fail(f"{self.raw.waiters(self.backend, self.name)} waiters on the server")
 
     def op_expire_lease(self, step: dict[str, Any]) -> None:
-        if self.backend != "zookeeper":
+        if self.permits is not None and self.backend != "zookeeper":
+            self.raw.expire_permits(self.backend, self.name)
+        elif self.backend != "zookeeper":
             self.raw.redis_of(self.backend).delete(self.name)
         else:
             self.clients[step["client"]]._debug_expire_session()
 
     def op_await_lost(self, step: dict[str, Any]) -> None:
         c, owner = step["client"], step["owner"]
+        if step.get("mode") == "permits":
+            grant = self.grants.get((c, owner))
+            assert isinstance(grant, polylock.Permits), "await_lost needs the guard shape"
+            within = step.get("within_ms", 10_000) / 1000
+            if not _eventually(lambda: grant.lost_reason is not None, within):
+                self.fail("the permits were not reported lost")
+            if grant.held:
+                self.fail("still held after its loss")
+            return
         lock = self.lock(c, owner, step)
         within = step.get("within_ms", 10_000) / 1000
         if not self.lost[(c, owner, step.get("mode", "mutex"))].wait(within):
@@ -507,7 +649,28 @@ class Raw:
             return int(self.redis_of(backend).zcard(f"polylock_queue:{{{name}}}"))
         return max(len(self._children(name)) - 1, 0)
 
-    def leftovers(self, backend: str, name: str) -> list[str]:
+    def permit_ids(self, name: str) -> str:
+        """Redis: the sorted set of a semaphore's held permit ids."""
+        return f"{{{name}}}:timeout"
+
+    def permits_held(self, backend: str, name: str) -> int:
+        assert backend != "zookeeper", "server_permits: Redis only so far"
+        return int(self.redis_of(backend).zcard(self.permit_ids(name)))
+
+    def expire_permits(self, backend: str, name: str) -> None:
+        """Every held permit's expiry in the past: the next script reclaims it."""
+        r = self.redis_of(backend)
+        key = self.permit_ids(name)
+        for member in r.zrange(key, 0, -1):
+            r.zadd(key, {member: 0}, xx=True)
+
+    def leftovers(self, backend: str, name: str, semaphore: bool = False) -> list[str]:
+        if semaphore and backend != "zookeeper":
+            r = self.redis_of(backend)
+            keys = [f"polylock_semqueue:{{{name}}}", f"polylock_semqueue_deadline:{{{name}}}"]
+            left = [k for k in keys if r.exists(k)]
+            held = int(r.zcard(self.permit_ids(name)))
+            return left + ([f"{self.permit_ids(name)} ({held} permits)"] if held else [])
         if backend != "zookeeper":
             keys = [name, f"polylock_queue:{{{name}}}", f"polylock_queue_deadline:{{{name}}}"]
             keys += [f"polylock_rwqueue:{{{name}}}", f"polylock_rwqueue_deadline:{{{name}}}"]

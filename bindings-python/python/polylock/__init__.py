@@ -4,6 +4,8 @@ import polylock
 with polylock.connect("redis://127.0.0.1:6379") as client:
     with client.lock("orders/42") as lock:
         write(order, fencing_token=lock.fencing_token)
+    with client.semaphore("exports", 4):  # at most 4 at once, everywhere
+        export()
 """
 
 from ._client import Client, LockStatus, connect
@@ -15,9 +17,11 @@ from ._errors import (
     LockTimeout,
     LockUnavailableError,
     NotHeldError,
+    PermitsMismatch,
     UpgradeRefused,
 )
 from ._lock import Lock, RwLock
+from ._semaphore import Permits, Semaphore
 
 __all__ = [
     "Client",
@@ -30,7 +34,10 @@ __all__ = [
     "LockTimeout",
     "LockUnavailableError",
     "NotHeldError",
+    "Permits",
+    "PermitsMismatch",
     "RwLock",
+    "Semaphore",
     "UpgradeRefused",
     "connect",
 ]

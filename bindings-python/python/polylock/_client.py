@@ -7,6 +7,7 @@ from typing import Callable, NamedTuple
 
 from . import _fork, _native, _options
 from ._lock import Lock, RwLock
+from ._semaphore import Semaphore
 
 
 class LockStatus(NamedTuple):
@@ -102,6 +103,20 @@ class Client:
         seconds = None if lease is None else _options.positive_seconds("lease", lease)
         read, write = self._native.rw_lock(_options.lock_name(name), seconds, on_lost)
         return RwLock(Lock(read), Lock(write))
+
+    def semaphore(self, name: str, permits: int, *, lease: float | None = None) -> Semaphore:
+        """A counting semaphore ``name`` of ``permits`` permits (no I/O),
+        shaped like ``threading.BoundedSemaphore``: ``with sem:``,
+        ``acquire(blocking, timeout, count)``, ``release(count)``, their
+        ``*_async`` twins, and ``grant(count)`` for one grant as an object.
+        Every client of one name must use the same ``permits`` (the first
+        acquire records it on the server; another number raises
+        PermitsMismatch). ``lease`` (seconds) is each grant's, renewed
+        while held; default the client's. Redis (single, Sentinel,
+        Cluster)."""
+        seconds = None if lease is None else _options.positive_seconds("lease", lease)
+        total = _options.permits_total(permits)
+        return Semaphore(self._native.semaphore(_options.lock_name(name), total, seconds))
 
     def status(self, name: str) -> LockStatus:
         """Who holds ``name`` right now, as the server sees it (read-only)."""

@@ -54,6 +54,24 @@ class UpgradeRefused(LockError):
         self.name = name
 
 
+class PermitsMismatch(LockError):
+    """A semaphore made with another number of permits than the server
+    records for its name (``server``; ``ours`` is this handle's). Nothing
+    was taken. Every client of one semaphore must agree on its permits."""
+
+    def __init__(
+        self,
+        message: str,
+        name: str | None = None,
+        server: int | None = None,
+        ours: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.name = name
+        self.server = server
+        self.ours = ours
+
+
 class LockConnectionError(LockError, ConnectionError):
     """The server could not be reached; ``address`` says which."""
 

@@ -54,3 +54,42 @@ def async_timeout(timeout: object) -> float | None:
             f"timeout must be a non-negative number or None (wait forever), got {timeout!r}"
         )
     return None if timeout == math.inf else float(timeout)
+
+
+def semaphore_timeout(blocking: object, timeout: object) -> float | None:
+    """``threading.Semaphore.acquire``'s arguments as the native timeout:
+    None waits forever, 0.0 tries once. As there, a timeout with
+    ``blocking=False`` is a ValueError and a negative one tries once; NaN
+    (which threading would wait on forever) is a ValueError."""
+    if not blocking:
+        if timeout is not None:
+            raise ValueError("can't specify timeout for non-blocking acquire")
+        return 0.0
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
+    if math.isnan(timeout):
+        raise ValueError("timeout must be a number of seconds or None (wait forever), got nan")
+    if timeout == math.inf:
+        return None
+    return max(float(timeout), 0.0)
+
+
+def permit_count(count: object) -> int:
+    """A number of permits for the native side. Whether it fits the
+    semaphore (1 to its permits) is the runtime's to say (ValueError)."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"count must be an int, not {type(count).__name__}")
+    if not 0 <= count <= 0xFFFF_FFFF:
+        raise ValueError(f"count must be a positive number of permits, got {count}")
+    return count
+
+
+def permits_total(permits: object) -> int:
+    """A semaphore's number of permits (the runtime checks its range)."""
+    if isinstance(permits, bool) or not isinstance(permits, int):
+        raise TypeError(f"permits must be an int, not {type(permits).__name__}")
+    if not 0 <= permits <= 0xFFFF_FFFF:
+        raise ValueError(f"permits must be a positive number, got {permits}")
+    return permits
