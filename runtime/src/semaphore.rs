@@ -97,36 +97,41 @@ impl Semaphore {
         }
     }
 
-    /// Gives back `count` permits taken with [`Self::acquire_held`], newest
-    /// grants first, and waits for the server. A count that would split a
-    /// grant (releasing 1 of a grant of 2) or exceeds what is held is
-    /// [`Error::InvalidOption`], and nothing is released. A grant lost
-    /// meanwhile is released too and reported as [`Error::Lost`].
+    /// Gives back `count` permits taken with [`Self::acquire_held`] and
+    /// waits for the server: the newest grants whose counts fit in what is
+    /// left to give back, so a caller releasing its one permit is not
+    /// stopped by another caller's newer grant of two. A count no set of
+    /// whole grants makes up this way (releasing 1 when only a grant of 2
+    /// is held), or more than is held, is [`Error::InvalidOption`], and
+    /// nothing is released. A grant lost meanwhile is released too and
+    /// reported as [`Error::Lost`].
     pub async fn release(&self, count: u32) -> Result<()> {
         let taken = {
             let mut held = self.held.lock().expect("semaphore grants");
-            let mut sum = 0u32;
-            let mut n = 0;
-            for g in held.iter().rev() {
-                if sum >= count {
+            let mut left = count;
+            let mut picked = Vec::new();
+            for (i, g) in held.iter().enumerate().rev() {
+                if left == 0 {
                     break;
                 }
-                sum = sum.saturating_add(g.count);
-                n += 1;
+                if g.count <= left {
+                    left -= g.count;
+                    picked.push(i);
+                }
             }
-            if sum != count || count == 0 {
+            if left != 0 || count == 0 {
                 let have: u32 = held.iter().map(|g| g.count).sum();
-                return Err(Error::InvalidOption(if count == 0 || sum < count {
+                return Err(Error::InvalidOption(if count == 0 || have < count {
                     format!("cannot release {count} permits of {:?}: {have} held here", self.name())
                 } else {
                     format!("releasing {count} permits of {:?} would split a grant", self.name())
                 }));
             }
-            let at = held.len() - n;
-            held.split_off(at)
+            // Indices from the highest down: each removal leaves the lower ones in place.
+            picked.into_iter().map(|i| held.remove(i)).collect::<Vec<_>>()
         };
         let mut first_error = None;
-        for g in taken.into_iter().rev() {
+        for g in taken {
             if let Err(e) = g.release().await {
                 first_error.get_or_insert(e);
             }

@@ -20,7 +20,7 @@ class Semaphore:
     As a ``threading.BoundedSemaphore``: ``acquire()`` takes permits for
     this handle and ``release()`` gives them back, from any thread or task
     (the permits belong to the handle, not to a thread). A release gives
-    back whole grants, newest first: ``acquire(count=2)`` is released by
+    back whole grants (the newest whose counts fit): ``acquire(count=2)`` is released by
     ``release(2)``, not by two ``release()`` calls. ``sem.grant(count)``
     instead hands out one grant as a :class:`Permits` object, with its own
     fencing token and loss.

@@ -14,7 +14,7 @@ import java.util.concurrent.TimeUnit;
  * <p>As with {@code java.util.concurrent.Semaphore}, permits belong to the semaphore object, not
  * to a thread: any thread may {@link #release(int)} what another acquired. Each acquire of
  * {@code k} permits is one grant, with its own fencing token and its own lease (renewed while
- * held); {@code release(k)} gives back whole grants, newest first. An acquire waits in line: a
+ * held); {@code release(k)} gives back whole grants (the newest whose counts fit). An acquire waits in line: a
  * large ask is not overtaken by later small ones.
  *
  * <p>Differences from {@code java.util.concurrent.Semaphore}, all because the permits live on a
@@ -144,7 +144,7 @@ public final class DistributedSemaphore {
     }
 
     /**
-     * Gives back {@code permits} permits held by this semaphore object, newest grants first, and
+     * Gives back {@code permits} permits held by this semaphore object (the newest grants whose counts fit), and
      * waits until the server has them back; waiters are woken (Redisson's too).
      *
      * @throws IllegalArgumentException fewer permits are held here, or the count would split a
