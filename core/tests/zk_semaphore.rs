@@ -351,3 +351,74 @@ fn a_lease_whose_create_reply_was_lost_is_found_by_its_prefix() {
     let czxid = z.zk.czxid_of_session_node("/sem/leases", 1)[0];
     assert_eq!(token, FencingToken(czxid as u64), "the found lease's czxid is the token");
 }
+
+/// A waiter that gives up (cancelled, or its deadline passed) deletes its
+/// leases and leaves the mutex, and the next contender is served at once.
+#[test]
+fn a_cancelled_waiter_leaves_its_leases_and_the_mutex() {
+    let mut z = Zk::new(3);
+    let (a, _) = z.acquire(0, 1, 1, false);
+    assert!(z.hold(0, a).is_some());
+    let (_, waiting) = z.acquire(1, 1, 1, false);
+    let (c, _) = z.acquire(2, 1, 1, false);
+    assert_eq!(z.leases_of(1), 1);
+    assert!(z.tables[1].cancel(T0, waiting));
+    z.settle();
+    assert_eq!(z.leases_of(1), 0, "the cancelled waiter's lease is left");
+    assert_eq!(z.children("locks").len(), 1, "only the next contender holds the mutex: {:?}", z.children("locks"));
+    assert_eq!(z.leases_of(2), 1, "the next contender waits with its lease");
+    z.release(0, a);
+    assert!(z.hold(2, c).is_some());
+    z.release(2, c);
+    assert!(z.children("leases").is_empty() && z.children("locks").is_empty());
+    assert_eq!(z.zk.live_watches(), 0);
+}
+
+/// A waiter whose mutex node is deleted by someone deletes its leases and
+/// contends again (leases of a waiter without the mutex would block the
+/// mutex's next holder); it is served when the permits come free.
+#[test]
+fn a_waiter_that_loses_the_mutex_starts_over() {
+    let mut z = Zk::new(2);
+    let (a, _) = z.acquire(0, 1, 1, false);
+    let (b, _) = z.acquire(1, 1, 1, false);
+    assert_eq!(z.leases_of(1), 1);
+    let mutex = z.children("locks").pop().unwrap();
+    let mut fired = Vec::new();
+    let delete = Op::ZooKeeper(ZkOp::Delete { path: format!("{SEM}/locks/{mutex}") });
+    z.zk.apply(0, 1, RequestId(u64::MAX), &delete, &mut fired);
+    z.deliver(fired);
+    z.settle();
+    let locks = z.children("locks");
+    assert_eq!(locks.len(), 1, "{locks:?}");
+    assert_ne!(locks[0], mutex, "the waiter did not take the mutex again");
+    assert_eq!(z.leases_of(1), 1, "one lease, made again under the new mutex node");
+    assert!(z.hold(1, b).is_none());
+    z.release(0, a);
+    assert!(z.hold(1, b).is_some());
+    z.release(1, b);
+    assert!(z.children("leases").is_empty() && z.children("locks").is_empty());
+}
+
+/// Another client's lease (Curator's, say) counts like ours: with it there
+/// the permits are full, and its deletion wakes the waiter.
+#[test]
+fn a_curator_lease_is_counted() {
+    let mut z = Zk::new(1);
+    let (a, _) = z.acquire(0, 1, 1, false);
+    z.release(0, a);
+    let curator = Op::ZooKeeper(ZkOp::CreateSequential {
+        path: format!("{SEM}/leases/_c_0c0c0c0c-0000-4000-8000-000000000000-lease-"),
+        data: Vec::new(),
+    });
+    let Reply::Created { path, .. } = z.zk.apply(0, 50, RequestId(u64::MAX), &curator, &mut Vec::new()) else {
+        panic!()
+    };
+    let (b, _) = z.acquire(0, 1, 1, false);
+    assert!(z.hold(0, b).is_none(), "granted beside Curator's lease");
+    let mut fired = Vec::new();
+    z.zk.apply(0, 50, RequestId(u64::MAX), &Op::ZooKeeper(ZkOp::Delete { path }), &mut fired);
+    z.deliver(fired);
+    z.settle();
+    assert!(z.hold(0, b).is_some(), "not woken by the lease's deletion");
+}
