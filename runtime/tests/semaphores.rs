@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use polylock::{Error, LockOptions};
+use polylock::{ClientOptions, Error, LockOptions, LossReason};
 use support::*;
 
 /// The backends with semaphores.
@@ -265,4 +265,39 @@ async fn held_grants_are_released_by_count() {
         sem.release(1).await.unwrap();
         assert_eq!(counts(backend, &url, &name).await, (4, 0), "{backend}");
     }
+}
+
+/// ZooKeeper: the nodes are Curator's `InterProcessSemaphoreV2` (leases
+/// `_c_<uuid>-lease-<seq>` under `leases`, the mutex under `locks`, free
+/// once granted) plus our record of N; a holder whose session expires is
+/// told, its leases go with the session, and the waiter is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_permits_are_curators_leases_and_go_with_the_session() {
+    let url = zk_url();
+    let name = unique("sem-zk-session");
+    let opts = ClientOptions { session_timeout: Duration::from_secs(2), debug_faults: true, ..Default::default() };
+    let a = client_with(&url, opts).await;
+    let b = client(&url).await;
+    let held = a.semaphore(&name, 2).unwrap().acquire(2).await.unwrap();
+    let raw = raw_zk(&url).await;
+    let (record, _) = raw.get_data(&format!("{name}/polylock_permits")).await.unwrap();
+    assert_eq!(record, b"2");
+    let leases = raw.list_children(&format!("{name}/leases")).await.unwrap();
+    assert_eq!(leases.len(), 2, "{leases:?}");
+    for lease in &leases {
+        let (uuid, seq) = lease.strip_prefix("_c_").and_then(|l| l.split_once("-lease-")).expect(lease);
+        assert!(uuid.len() == 36 && seq.len() == 10 && seq.bytes().all(|b| b.is_ascii_digit()), "{lease}");
+    }
+    assert!(queue_left("zookeeper", &url, &name).await.is_empty(), "the mutex is kept after the grant");
+    let sem_b = b.semaphore(&name, 2).unwrap();
+    let waiter = tokio::spawn(async move { sem_b.acquire(1).await.unwrap() });
+    a.debug_expire_session().await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(10), held.lost()).await.expect("no loss after expiry");
+    assert!(matches!(reason, LossReason::SessionExpired | LossReason::Disconnected), "{reason:?}");
+    let next = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("waiter hung").unwrap();
+    assert!(next.fencing_token() > held.fencing_token());
+    assert!(matches!(held.release().await, Err(Error::Lost { .. })));
+    next.release().await.unwrap();
+    assert_eq!(counts("zookeeper", &url, &name).await, (2, 0));
+    assert!(queue_left("zookeeper", &url, &name).await.is_empty());
 }
