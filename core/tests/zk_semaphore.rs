@@ -422,3 +422,47 @@ fn a_curator_lease_is_counted() {
     z.settle();
     assert!(z.hold(0, b).is_some(), "not woken by the lease's deletion");
 }
+
+/// Random asks and releases of 1..=N permits by four clients, seeded: the
+/// permits granted never exceed N, every ask is served in the end, and
+/// nothing is left on the server.
+#[test]
+fn random_asks_never_exceed_the_permits_and_all_are_served() {
+    const N: u32 = 3;
+    for seed in 1..=20u64 {
+        let mut z = Zk::new(4);
+        let mut rng = seed;
+        let mut next = move |m: u64| {
+            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (rng >> 33) % m
+        };
+        // (client, owner, count) of every ask not yet released.
+        let mut asks: Vec<(usize, OwnerId, u32)> = Vec::new();
+        let mut served = 0;
+        for _ in 0..60 {
+            if asks.len() < 6 && next(2) == 0 {
+                let (c, k) = (next(4) as usize, next(u64::from(N)) as u32 + 1);
+                let (owner, _) = z.acquire(c, N, k, false);
+                asks.push((c, owner, k));
+            } else if let Some(i) = (0..asks.len()).find(|&i| z.hold(asks[i].0, asks[i].1).is_some()) {
+                let (c, owner, _) = asks.remove(i);
+                z.release(c, owner);
+                served += 1;
+            }
+            let held: u32 = asks.iter().filter(|(c, o, _)| z.hold(*c, *o).is_some()).map(|(_, _, k)| k).sum();
+            assert!(held <= N, "seed {seed}: {held} permits of {N} granted");
+            assert!(z.children("leases").len() <= asks.iter().map(|(_, _, k)| *k as usize).sum::<usize>());
+        }
+        while !asks.is_empty() {
+            let i = (0..asks.len())
+                .find(|&i| z.hold(asks[i].0, asks[i].1).is_some())
+                .unwrap_or_else(|| panic!("seed {seed}: nobody holds, {} asks wait", asks.len()));
+            let (c, owner, _) = asks.remove(i);
+            z.release(c, owner);
+            served += 1;
+        }
+        assert!(served > 0);
+        assert!(z.children("leases").is_empty() && z.children("locks").is_empty(), "seed {seed}");
+        assert_eq!(z.zk.live_watches(), 0, "seed {seed}");
+    }
+}
