@@ -70,8 +70,21 @@ pub enum ZkOp {
     /// ZooKeeper: create `path` and every missing ancestor as CONTAINER nodes,
     /// ignoring NodeExists. Reply: [`Reply::Done`].
     CreateContainers { path: String },
+    /// ZooKeeper: create `path` PERSISTENT with `data`, open ACL: a record
+    /// that outlives its creator (a semaphore's number of permits).
+    /// Reply: [`Reply::Created`], [`Reply::NoNode`] if the parent is
+    /// missing, or [`Reply::Done`] if the node exists already.
+    CreatePersistent { path: String, data: Vec<u8> },
     /// ZooKeeper: the children of `path`. Reply: [`Reply::Children`] or [`Reply::NoNode`].
     GetChildren { path: String },
+    /// ZooKeeper: [`ZkOp::GetChildren`] with a one-shot children watch
+    /// (getChildren with a watcher: set only if `path` exists). When a
+    /// child is added or removed the driver reports
+    /// [`Notification::WatchFired`] with this command's id
+    /// ([`Notification::NodeDeleted`] if `path` itself was deleted). A
+    /// semaphore's waiter waits this way for a lease to go.
+    /// Reply: [`Reply::Children`] or [`Reply::NoNode`].
+    WatchChildren { path: String },
     /// ZooKeeper: the czxid of `path`. Reply: [`Reply::Stat`] or [`Reply::NoNode`].
     /// With `watch`, and only if the node exists (use getData with a watcher,
     /// not exists, so a missing node leaves no watch behind), the driver later
@@ -82,8 +95,8 @@ pub enum ZkOp {
     GetData { path: String },
     /// ZooKeeper: delete `path`, any version. Reply: [`Reply::Done`] or [`Reply::NoNode`].
     Delete { path: String },
-    /// ZooKeeper: the watch set by the [`ZkOp::Stat`] command `watch` is no
-    /// longer wanted (its claim timed out, was cancelled, or looks again).
+    /// ZooKeeper: the watch set by the [`ZkOp::Stat`] or
+    /// [`ZkOp::WatchChildren`] command `watch` is no longer wanted (its claim timed out, was cancelled, or looks again).
     /// The driver drops it, on the server too, and never reports it; it may
     /// come before that command's reply. Reply: [`Reply::Done`].
     Unwatch { watch: RequestId },
@@ -161,7 +174,8 @@ pub enum Notification {
     /// direct handoff).
     Message { channel: String, payload: String },
     /// ZooKeeper: the watch set by the [`ZkOp::Stat`] command `id` fired
-    /// (the node was deleted or its data changed; the session's end comes as
+    /// (the node was deleted or its data changed; for
+    /// [`ZkOp::WatchChildren`], its children changed; the session's end comes as
     /// [`ConnectionEvent::SessionExpired`] instead).
     WatchFired { id: RequestId },
     /// ZooKeeper: the watch set by the [`ZkOp::Stat`] command `id` fired

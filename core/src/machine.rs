@@ -15,7 +15,7 @@ use crate::claim::{Claim, Cx, Outbox, Progress, WriteHold};
 use crate::io::{Command, ConnectionEvent, Event, Notification, ReleaseProgress, Reply};
 use crate::redis::{RedisClaim, RedisKeys, RedisRole, Terms};
 use crate::time::Clock;
-use crate::zk::{ZkClaim, ZkRole};
+use crate::zk::{ZkClaim, ZkPermitsClaim, ZkRole};
 use crate::{
     holder_id, Backend, Error, FencingToken, Instant, LockConfig, LockMode, LockName, LossReason, Nonce, OwnerId,
     PermitRequest, ReleaseId, RequestId, Ticket,
@@ -546,9 +546,6 @@ impl LockMachine {
                 if self.is_held_by(owner) || self.waiters.iter().any(|w| w.owner == owner) {
                     return Err(Error::InvalidOption("each semaphore acquire needs an owner of its own".into()));
                 }
-                if self.cfg.backend == Backend::ZooKeeper {
-                    return Err(Error::InvalidOption("semaphores on ZooKeeper are not built yet".into()));
-                }
                 Ok(())
             }
             (LockMode::Semaphore, None) => Err(Error::InvalidOption("a semaphore acquire needs a permit count".into())),
@@ -586,14 +583,22 @@ impl LockMachine {
                 let role = RedisRole::of(self.mode, w.permits);
                 Box::new(RedisClaim::new(keys.clone(), role, holder, w.nonce.0, !w.no_wait, terms))
             }
-            Layout::ZooKeeper(path) => Box::new(ZkClaim::new(
-                path.clone(),
-                ZkRole::of(self.mode, w.beside_write.clone()),
-                w.nonce,
-                holder.into_bytes(),
-                !w.no_wait,
-                self.down_since,
-            )),
+            Layout::ZooKeeper(path) => match (ZkRole::of(self.mode, w.beside_write.clone()), w.permits) {
+                (Some(role), _) => Box::new(ZkClaim::new(
+                    path.clone(),
+                    role,
+                    w.nonce,
+                    holder.into_bytes(),
+                    !w.no_wait,
+                    self.down_since,
+                )),
+                (None, permits) => {
+                    // `check_permits` made sure a semaphore acquire has its ask.
+                    let ask = permits.unwrap_or(PermitRequest { total: 1, count: 1 });
+                    let data = holder.into_bytes();
+                    Box::new(ZkPermitsClaim::new(path.clone(), ask, w.nonce, data, !w.no_wait, self.down_since))
+                }
+            },
         };
         let mut tracked = TrackedClaim { claim, ticket: Some(w.ticket), release: None, failure: None };
         let mut cx = Cx { now, out: &mut self.out, cfg: &self.cfg };

@@ -340,7 +340,9 @@ impl LockTable {
         match self.routes.remove(&id) {
             Some(Route::Lock { key, local }) => {
                 if let Some((watched, local_watch)) = self.watches.get(&id).cloned() {
-                    if !matches!(reply, Reply::Stat { .. }) {
+                    // A stat's watch is set with its `Stat`, a children
+                    // watch with its `Children`; any other answer set none.
+                    if !matches!(reply, Reply::Stat { .. } | Reply::Children(_)) {
                         // The watch was not set: nothing will fire for it.
                         self.watches.remove(&id);
                         self.watch_ids.remove(&(watched, local_watch));
@@ -539,7 +541,7 @@ impl LockTable {
             }
             op => op,
         };
-        let watch = matches!(op, Op::ZooKeeper(ZkOp::Stat { watch: true, .. }));
+        let watch = matches!(op, Op::ZooKeeper(ZkOp::Stat { watch: true, .. } | ZkOp::WatchChildren { .. }));
         let id = self.send(Route::Lock { key: key.clone(), local }, op);
         if watch {
             self.watches.insert(id, (key.clone(), local));

@@ -19,7 +19,7 @@ pub(crate) enum Timer {
     Loss = 3,
 }
 
-const ALL: [Timer; 4] = [Timer::Retry, Timer::Renew, Timer::Watchdog, Timer::Loss];
+pub(crate) const ALL: [Timer; 4] = [Timer::Retry, Timer::Renew, Timer::Watchdog, Timer::Loss];
 
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Timers([Option<Instant>; 4]);

@@ -112,7 +112,8 @@ impl Client {
     }
 
     /// A counting semaphore `name` of `permits` permits (Redisson's
-    /// `RPermitExpirableSemaphore` layout on Redis): `.acquire(k)` waits
+    /// `RPermitExpirableSemaphore` layout on Redis, Curator's
+    /// `InterProcessSemaphoreV2` on ZooKeeper): `.acquire(k)` waits
     /// for `k` of them. Every client of one name must be made with the
     /// same `permits`; the first acquire records it on the server, and a
     /// client with another gets [`Error::PermitsMismatch`]. Validates the

@@ -1,6 +1,7 @@
 //! `Semaphore` and `Permits`: a counting semaphore of `N` permits with a
 //! lease per grant (Redisson's `RPermitExpirableSemaphore` layout on
-//! Redis). Every grant of `k` permits is its own owner in the core (a fresh
+//! Redis; on ZooKeeper, Curator's `InterProcessSemaphoreV2`, whose leases
+//! live as long as the session). Every grant of `k` permits is its own owner in the core (a fresh
 //! [`OwnerId`]), so grants of one task never merge: a semaphore counts
 //! permits, not holders.
 

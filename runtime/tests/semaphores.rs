@@ -1,6 +1,8 @@
-//! Counting semaphores against the real servers: permits are counted, `k`
-//! at a time; a release wakes as many waiters as permits freed; a holder
-//! that died frees its permits when its lease runs out; clients that
+//! Counting semaphores against the real servers (Redis in Redisson's
+//! layout, ZooKeeper in Curator's `InterProcessSemaphoreV2`): permits are
+//! counted, `k` at a time; a release wakes as many waiters as permits
+//! freed; a holder that died frees its permits when its lease (ZooKeeper:
+//! its session) runs out; clients that
 //! disagree on the number of permits are refused; every grant is fenced;
 //! nothing is left behind.
 
@@ -10,24 +12,41 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use polylock::{Error, LockOptions};
+use polylock::{ClientOptions, Error, LockOptions, LossReason};
 use support::*;
 
 /// The backends with semaphores.
 fn semaphore_backends() -> Vec<(&'static str, String)> {
-    backends().into_iter().filter(|(b, _)| *b == "redis").collect()
+    backends()
 }
 
-/// Redis: the available permits, and the permit ids held, as Redisson reads them.
-async fn redis_counts(url: &str, name: &str) -> (i64, i64) {
+/// The available permits (`-1`: none recorded on the server yet) and the
+/// permits held, as a peer reads them. Redis: Redisson's counter and its
+/// permit ids. ZooKeeper: our record `<name>/polylock_permits` less the
+/// children of `<name>/leases`, and those children (Curator's leases).
+async fn counts(backend: &str, url: &str, name: &str) -> (i64, i64) {
+    if backend == "zookeeper" {
+        let zk = raw_zk(url).await;
+        let leases = zk.list_children(&format!("{name}/leases")).await.map_or(0, |k| k.len() as i64);
+        let total = match zk.get_data(&format!("{name}/polylock_permits")).await {
+            Ok((data, _)) => String::from_utf8(data).unwrap().parse::<i64>().unwrap(),
+            Err(_) => return (-1, leases),
+        };
+        return (total - leases, leases);
+    }
     let mut c = raw_redis(url).await;
     let available: Option<i64> = redis::cmd("GET").arg(name).query_async(&mut c).await.unwrap();
     let held: i64 = redis::cmd("ZCARD").arg(format!("{{{name}}}:timeout")).query_async(&mut c).await.unwrap();
     (available.unwrap_or(-1), held)
 }
 
-/// Redis: polylock's waiter queue keys of the semaphore still there.
-async fn redis_queue_left(url: &str, name: &str) -> Vec<String> {
+/// What waiters left behind. Redis: polylock's waiter queue keys of the
+/// semaphore. ZooKeeper: nodes of the internal mutex `<name>/locks` (only
+/// its holder waits; the others queue there).
+async fn queue_left(backend: &str, url: &str, name: &str) -> Vec<String> {
+    if backend == "zookeeper" {
+        return raw_zk(url).await.list_children(&format!("{name}/locks")).await.unwrap_or_default();
+    }
     let mut c = raw_redis(url).await;
     let mut left = Vec::new();
     for key in [format!("polylock_semqueue:{{{name}}}"), format!("polylock_semqueue_deadline:{{{name}}}")] {
@@ -50,7 +69,7 @@ async fn permits_are_counted_k_at_a_time() {
         let one = sb.try_acquire(1, Duration::ZERO).await.unwrap().expect("the third");
         assert!(one.fencing_token() > two.fencing_token(), "{backend}: tokens must grow");
         assert!(sa.try_acquire(1, Duration::ZERO).await.unwrap().is_none(), "{backend}: a fourth permit of three");
-        assert_eq!(redis_counts(&url, &name).await, (0, 3), "{backend}");
+        assert_eq!(counts(backend, &url, &name).await, (0, 3), "{backend}");
         one.release().await.unwrap();
         // One free: an ask for two still waits, an ask for one does not.
         assert!(sb.try_acquire(2, Duration::ZERO).await.unwrap().is_none(), "{backend}: 2 granted with 1 free");
@@ -58,8 +77,8 @@ async fn permits_are_counted_k_at_a_time() {
         assert!(again.fencing_token() > two.fencing_token());
         two.release().await.unwrap();
         again.release().await.unwrap();
-        assert_eq!(redis_counts(&url, &name).await, (3, 0), "{backend}: every permit back");
-        assert!(redis_queue_left(&url, &name).await.is_empty(), "{backend}: queue left behind");
+        assert_eq!(counts(backend, &url, &name).await, (3, 0), "{backend}: every permit back");
+        assert!(queue_left(backend, &url, &name).await.is_empty(), "{backend}: queue left behind");
     }
 }
 
@@ -104,8 +123,8 @@ async fn a_release_wakes_as_many_waiters_as_permits_freed() {
             let p = tokio::time::timeout(Duration::from_secs(3), w).await.expect("granted after the release").unwrap();
             p.release().await.unwrap();
         }
-        assert_eq!(redis_counts(&url, &name).await, (3, 0), "{backend}");
-        assert!(redis_queue_left(&url, &name).await.is_empty(), "{backend}: queue left behind");
+        assert_eq!(counts(backend, &url, &name).await, (3, 0), "{backend}");
+        assert!(queue_left(backend, &url, &name).await.is_empty(), "{backend}: queue left behind");
     }
 }
 
@@ -124,7 +143,7 @@ async fn a_client_with_another_number_of_permits_is_refused() {
             }
             other => panic!("{backend}: another number of permits was not refused: {other:?}"),
         }
-        assert_eq!(redis_counts(&url, &name).await, (2, 1), "{backend}: the refused client changed something");
+        assert_eq!(counts(backend, &url, &name).await, (2, 1), "{backend}: the refused client changed something");
         let more = b.semaphore(&name, 3).unwrap().try_acquire(2, Duration::ZERO).await.unwrap();
         assert!(more.is_some(), "{backend}: the agreeing client is served");
         more.unwrap().release().await.unwrap();
@@ -147,7 +166,7 @@ async fn bad_asks_are_refused_at_once() {
             }
         }
         assert!(matches!(sem.release(1).await, Err(Error::InvalidOption(_))), "{backend}: released nothing held");
-        assert_eq!(redis_counts(&url, &name).await, (-1, 0), "{backend}: a refused ask touched the server");
+        assert_eq!(counts(backend, &url, &name).await, (-1, 0), "{backend}: a refused ask touched the server");
     }
 }
 
@@ -162,28 +181,49 @@ async fn a_dead_holders_permits_come_back_when_its_lease_ends() {
         let sem = c.semaphore(&name, 2).unwrap();
         sem.acquire(1).await.unwrap().release().await.unwrap();
         // A dead holder of both permits, its lease ending 400 ms from now.
-        let mut raw = raw_redis(&url).await;
-        let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut raw).await.unwrap();
-        let expiry = secs * 1000 + micros / 1000 + 400;
-        let dead_ids = [b"\x01dead-permit-one".to_vec(), b"\x02dead-permit-two".to_vec()];
-        for id in &dead_ids {
-            let _: i64 = redis::cmd("ZADD")
-                .arg(format!("{{{name}}}:timeout"))
-                .arg(expiry)
-                .arg(id)
-                .query_async(&mut raw)
-                .await
-                .unwrap();
+        if backend == "zookeeper" {
+            // Curator's leases of another session, which ends in 400 ms (a
+            // killed process's session ends at its timeout).
+            let raw = raw_zk(&url).await;
+            let opts =
+                zookeeper_client::CreateMode::EphemeralSequential.with_acls(zookeeper_client::Acls::anyone_all());
+            for uuid in ["0000dead-0000-4000-8000-000000000001", "0000dead-0000-4000-8000-000000000002"] {
+                raw.create(&format!("{name}/leases/_c_{uuid}-lease-"), b"", &opts).await.unwrap();
+            }
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                drop(raw); // closes the session: its ephemeral leases go
+            });
+        } else {
+            dead_redisson_holder(&url, &name, 2, 400).await;
         }
-        let _: i64 = redis::cmd("DECRBY").arg(&name).arg(2).query_async(&mut raw).await.unwrap();
         assert!(sem.try_acquire(1, Duration::ZERO).await.unwrap().is_none(), "{backend}: the dead holder's permits");
         let started = std::time::Instant::now();
         let back = sem.try_acquire(2, Duration::from_secs(5)).await.unwrap().expect("granted once the lease ends");
         assert!(started.elapsed() < Duration::from_secs(2), "{backend}: waited {:?}", started.elapsed());
-        assert_eq!(redis_counts(&url, &name).await, (0, 2), "{backend}");
+        assert_eq!(counts(backend, &url, &name).await, (0, 2), "{backend}");
         back.release().await.unwrap();
-        assert_eq!(redis_counts(&url, &name).await, (2, 0), "{backend}");
+        assert_eq!(counts(backend, &url, &name).await, (2, 0), "{backend}");
     }
+}
+
+/// Two permit ids of a dead Redisson holder of `name`, their lease ending
+/// `ms` from now (by the server's clock, as Redisson scores them).
+async fn dead_redisson_holder(url: &str, name: &str, permits: i64, ms: i64) {
+    let mut raw = raw_redis(url).await;
+    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut raw).await.unwrap();
+    let expiry = secs * 1000 + micros / 1000 + ms;
+    let dead_ids = [b"\x01dead-permit-one".to_vec(), b"\x02dead-permit-two".to_vec()];
+    for id in dead_ids.iter().take(permits as usize) {
+        let _: i64 = redis::cmd("ZADD")
+            .arg(format!("{{{name}}}:timeout"))
+            .arg(expiry)
+            .arg(id)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+    }
+    let _: i64 = redis::cmd("DECRBY").arg(name).arg(permits).query_async(&mut raw).await.unwrap();
 }
 
 /// A lease shorter than the time held is renewed: the permits stay ours.
@@ -231,6 +271,41 @@ async fn held_grants_are_released_by_count() {
         assert_eq!(sem.newest_token(), None);
         assert!(sem.acquire_held(4, Some(Duration::ZERO)).await.unwrap().is_some(), "{backend}: 4 of 4 free");
         sem.release(4).await.unwrap();
-        assert_eq!(redis_counts(&url, &name).await, (4, 0), "{backend}");
+        assert_eq!(counts(backend, &url, &name).await, (4, 0), "{backend}");
     }
+}
+
+/// ZooKeeper: the nodes are Curator's `InterProcessSemaphoreV2` (leases
+/// `_c_<uuid>-lease-<seq>` under `leases`, the mutex under `locks`, free
+/// once granted) plus our record of N; a holder whose session expires is
+/// told, its leases go with the session, and the waiter is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_permits_are_curators_leases_and_go_with_the_session() {
+    let url = zk_url();
+    let name = unique("sem-zk-session");
+    let opts = ClientOptions { session_timeout: Duration::from_secs(2), debug_faults: true, ..Default::default() };
+    let a = client_with(&url, opts).await;
+    let b = client(&url).await;
+    let held = a.semaphore(&name, 2).unwrap().acquire(2).await.unwrap();
+    let raw = raw_zk(&url).await;
+    let (record, _) = raw.get_data(&format!("{name}/polylock_permits")).await.unwrap();
+    assert_eq!(record, b"2");
+    let leases = raw.list_children(&format!("{name}/leases")).await.unwrap();
+    assert_eq!(leases.len(), 2, "{leases:?}");
+    for lease in &leases {
+        let (uuid, seq) = lease.strip_prefix("_c_").and_then(|l| l.split_once("-lease-")).expect(lease);
+        assert!(uuid.len() == 36 && seq.len() == 10 && seq.bytes().all(|b| b.is_ascii_digit()), "{lease}");
+    }
+    assert!(queue_left("zookeeper", &url, &name).await.is_empty(), "the mutex is kept after the grant");
+    let sem_b = b.semaphore(&name, 2).unwrap();
+    let waiter = tokio::spawn(async move { sem_b.acquire(1).await.unwrap() });
+    a.debug_expire_session().await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(10), held.lost()).await.expect("no loss after expiry");
+    assert!(matches!(reason, LossReason::SessionExpired | LossReason::Disconnected), "{reason:?}");
+    let next = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("waiter hung").unwrap();
+    assert!(next.fencing_token() > held.fencing_token());
+    assert!(matches!(held.release().await, Err(Error::Lost { .. })));
+    next.release().await.unwrap();
+    assert_eq!(counts("zookeeper", &url, &name).await, (2, 0));
+    assert!(queue_left("zookeeper", &url, &name).await.is_empty());
 }

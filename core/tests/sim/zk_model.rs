@@ -1,6 +1,6 @@
 //! A sans-IO model of a ZooKeeper server, for the simulation only:
 //! sessions, persistent/container/ephemeral(-sequential) nodes, czxid,
-//! one-shot data watches, session expiry and container reaping.
+//! one-shot data and children watches, session expiry and container reaping.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,6 +23,11 @@ pub struct ZkModel {
     zxid: i64,
     /// path -> (client, watch id)
     watches: HashMap<String, Vec<(usize, RequestId)>>,
+    /// Children watches: parent path -> (client, watch id). They fire when
+    /// a child is created or deleted, or the parent itself is deleted.
+    child_watches: HashMap<String, Vec<(usize, RequestId)>>,
+    /// Wake-ups: children watches fired.
+    pub child_watches_fired: u64,
     /// Wake-ups: watches fired by a deletion.
     pub watches_fired: u64,
     pub deletes_of_lock_nodes: u64,
@@ -65,6 +70,16 @@ impl ZkModel {
             self.watches_fired += ws.len() as u64;
             fired.extend(ws);
         }
+        self.fire_children(path, fired);
+        self.fire_children(parent_of(path), fired);
+    }
+
+    /// The children of `parent` changed (or it went): its children watches fire.
+    fn fire_children(&mut self, parent: &str, fired: &mut Fired) {
+        if let Some(ws) = self.child_watches.remove(parent) {
+            self.child_watches_fired += ws.len() as u64;
+            fired.extend(ws);
+        }
     }
 
     pub fn apply(&mut self, client: usize, session: u64, id: RequestId, op: &Op, fired: &mut Fired) -> Reply {
@@ -86,6 +101,7 @@ impl ZkModel {
                         next_seq: 0,
                     },
                 );
+                self.fire_children(&parent, fired);
                 Reply::Created { path: full, czxid: self.zxid }
             }
             Op::ZooKeeper(ZkOp::CreateEphemeral { path, data }) => {
@@ -105,6 +121,27 @@ impl ZkModel {
                     next_seq: 0,
                 };
                 self.nodes.insert(path.clone(), node);
+                self.fire_children(&parent, fired);
+                Reply::Created { path: path.clone(), czxid: self.zxid }
+            }
+            Op::ZooKeeper(ZkOp::CreatePersistent { path, data }) => {
+                let parent = parent_of(path).to_owned();
+                if !self.nodes.contains_key(&parent) {
+                    return Reply::NoNode;
+                }
+                if self.nodes.contains_key(path) {
+                    return Reply::Done;
+                }
+                self.zxid += 1;
+                let node = Node {
+                    czxid: self.zxid,
+                    ephemeral_session: None,
+                    container: false,
+                    data: data.clone(),
+                    next_seq: 0,
+                };
+                self.nodes.insert(path.clone(), node);
+                self.fire_children(&parent, fired);
                 Reply::Created { path: path.clone(), czxid: self.zxid }
             }
             Op::ZooKeeper(ZkOp::CreateContainers { path }) => {
@@ -124,6 +161,7 @@ impl ZkModel {
                                 next_seq: 0,
                             },
                         );
+                        self.fire_children(parent_of(&at), fired);
                     }
                 }
                 Reply::Done
@@ -132,6 +170,13 @@ impl ZkModel {
                 if !self.nodes.contains_key(path) {
                     return Reply::NoNode;
                 }
+                Reply::Children(self.children(path))
+            }
+            Op::ZooKeeper(ZkOp::WatchChildren { path }) => {
+                if !self.nodes.contains_key(path) {
+                    return Reply::NoNode;
+                }
+                self.child_watches.entry(path.clone()).or_default().push((client, id));
                 Reply::Children(self.children(path))
             }
             Op::ZooKeeper(ZkOp::Stat { path, watch }) => match self.nodes.get(path) {
@@ -144,6 +189,10 @@ impl ZkModel {
                     Reply::Stat { czxid }
                 }
             },
+            Op::ZooKeeper(ZkOp::GetData { path }) => match self.nodes.get(path) {
+                None => Reply::NoNode,
+                Some(n) => Reply::Data { data: n.data.clone(), czxid: n.czxid },
+            },
             Op::ZooKeeper(ZkOp::Delete { path }) => {
                 if !self.nodes.contains_key(path) {
                     return Reply::NoNode;
@@ -154,10 +203,12 @@ impl ZkModel {
                 Reply::Done
             }
             Op::ZooKeeper(ZkOp::Unwatch { watch }) => {
-                for ws in self.watches.values_mut() {
-                    ws.retain(|w| *w != (client, *watch));
+                for map in [&mut self.watches, &mut self.child_watches] {
+                    for ws in map.values_mut() {
+                        ws.retain(|w| *w != (client, *watch));
+                    }
+                    map.retain(|_, ws| !ws.is_empty());
                 }
-                self.watches.retain(|_, ws| !ws.is_empty());
                 Reply::Done
             }
             other => Reply::Refused(format!("not a ZooKeeper op: {other:?}")),
@@ -189,7 +240,7 @@ impl ZkModel {
 
     /// Watches set and not yet fired or removed.
     pub fn live_watches(&self) -> usize {
-        self.watches.values().map(Vec::len).sum()
+        self.watches.values().chain(self.child_watches.values()).map(Vec::len).sum()
     }
 
     /// The holder by Curator's rule: the owner session of the first child.

@@ -256,6 +256,30 @@ impl Transport for ZkTransport {
                     Err(e) => zk_failure(e),
                 }
             }),
+            ZkOp::CreatePersistent { path, data } => start_now(async move {
+                let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                match c.create(&path, &data, &opts).await {
+                    Ok((stat, _)) => Reply::Created { path, czxid: stat.czxid },
+                    Err(zk::Error::NodeExists) => Reply::Done,
+                    Err(e) => zk_failure(e),
+                }
+            }),
+            ZkOp::WatchChildren { path } => {
+                // getChildren with a watcher: a missing node leaves no watch behind.
+                let watches = self.watches.clone();
+                start_now(async move {
+                    match c.list_and_watch_children(&path).await {
+                        Ok((children, watcher)) => {
+                            watches.add(id, watcher);
+                            Reply::Children(children)
+                        }
+                        Err(e) => {
+                            watches.not_set(id);
+                            zk_failure(e)
+                        }
+                    }
+                })
+            }
             ZkOp::GetChildren { path } => start_now(async move {
                 match c.list_children(&path).await {
                     Ok(children) => Reply::Children(children),

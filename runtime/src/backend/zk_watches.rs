@@ -1,7 +1,8 @@
 //! Every ZooKeeper watch of one client, waited on by one task: no task per
-//! watch or per lock. A watch that fires is reported as
-//! [`Notification::WatchFired`] with the id of the command that set it (the
-//! lock table's, unique for the client's life); one the core no longer wants
+//! watch or per lock. A watch (a node's data watch, or a children watch)
+//! that fires is reported as [`Notification::WatchFired`] with the id of
+//! the command that set it (the lock table's, unique for the client's
+//! life); one the core no longer wants
 //! ([`polylock_core::Op::Unwatch`]) is dropped, and dropping a
 //! zookeeper-client `OneshotWatcher` also removes it on the server
 //! (`RemoveWatches` once no other watcher needs the path).

@@ -35,13 +35,15 @@ pub(crate) enum ZkRole {
 }
 
 impl ZkRole {
-    pub(crate) fn of(mode: crate::LockMode, beside_write: Option<WriteHold>) -> Self {
+    /// The one-node recipe of `mode`. `None` for a semaphore: that is
+    /// Curator's two-part recipe (a mutex, then leases), claimed by
+    /// [`super::ZkPermitsClaim`], which runs a [`ZkRole::Mutex`] claim inside.
+    pub(crate) fn of(mode: crate::LockMode, beside_write: Option<WriteHold>) -> Option<Self> {
         match mode {
-            crate::LockMode::Exclusive => ZkRole::Mutex,
-            crate::LockMode::Read => ZkRole::Read { beside_write },
-            crate::LockMode::Write => ZkRole::Write,
-            // Refused before a claim starts (`LockMachine::check_permits`).
-            crate::LockMode::Semaphore => unreachable!("no ZooKeeper semaphore claim yet"),
+            crate::LockMode::Exclusive => Some(ZkRole::Mutex),
+            crate::LockMode::Read => Some(ZkRole::Read { beside_write }),
+            crate::LockMode::Write => Some(ZkRole::Write),
+            crate::LockMode::Semaphore => None,
         }
     }
 

@@ -22,15 +22,21 @@
 //! - Fencing token: the czxid of our node, which grows across the ensemble
 //!   and survives the parent's deletion (the sequence number does not).
 //!
+//! A counting semaphore is Curator's `InterProcessSemaphoreV2`: the mutex
+//! above at `P/locks`, whose holder creates its leases under `P/leases`
+//! and waits until they number at most the permits (`permits`).
+//!
 //! The pieces: [`paths`] (node names and their order), `claim` (one
-//! claim's life), [`status`] (reading a lock's state).
+//! claim's life), `permits` (a semaphore claim), [`status`] (reading a lock's state).
 
 mod claim;
 pub mod paths;
+mod permits;
 pub mod status;
 
 pub(crate) use claim::{ZkClaim, ZkRole};
 pub use paths::{
-    is_writer, lock_path, node_prefix, node_prefix_with, sort_key, sorted_contenders, LOCK_MARKER, READ_MARKER,
-    WRITE_MARKER,
+    is_writer, lock_path, node_prefix, node_prefix_with, sort_key, sorted_contenders, LEASE_MARKER, LOCK_MARKER,
+    READ_MARKER, SEMAPHORE_LEASES, SEMAPHORE_LOCKS, SEMAPHORE_PERMITS, WRITE_MARKER,
 };
+pub(crate) use permits::ZkPermitsClaim;

@@ -15,6 +15,18 @@ pub const LOCK_MARKER: &str = "lock-";
 pub const READ_MARKER: &str = "__READ__";
 pub const WRITE_MARKER: &str = "__WRIT__";
 
+/// Curator's `InterProcessSemaphoreV2` layout under the semaphore's path:
+/// the internal mutex's parent, the leases' parent and the lease marker
+/// (`leases/_c_<uuid>-lease-<seq>`). Curator's constants, so its clients
+/// and ours count the same leases and queue on the same mutex.
+pub const SEMAPHORE_LOCKS: &str = "locks";
+pub const SEMAPHORE_LEASES: &str = "leases";
+pub const LEASE_MARKER: &str = "lease-";
+/// polylock's record of a semaphore's number of permits (decimal text), a
+/// persistent child of its path. Curator keeps none (maxLeases is each
+/// client's own) and never looks at this node, so it costs compatibility nothing.
+pub const SEMAPHORE_PERMITS: &str = "polylock_permits";
+
 /// The text a child sorts by: after the last marker, or the whole name.
 /// Curator's mutex strips `lock-`; its read-write lock strips `__READ__`,
 /// then `__WRIT__`, so readers and writers of one lock sort by sequence.
