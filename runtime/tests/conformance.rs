@@ -107,8 +107,12 @@ impl Run {
         })
     }
 
-    /// Redis: the permits held on the server (Redisson's set of permit ids).
+    /// The permits held on the server: Redis, Redisson's set of permit ids;
+    /// ZooKeeper, Curator's lease nodes.
     async fn server_permits(&self) -> u64 {
+        if self.backend == "zookeeper" {
+            return zk_children(&self.url, &format!("{}/leases", self.name)).await.len() as u64;
+        }
         let mut c = raw_redis(&self.url).await;
         redis::cmd("ZCARD").arg(format!("{{{}}}:timeout", self.name)).query_async(&mut c).await.unwrap()
     }
@@ -156,7 +160,12 @@ impl Run {
     }
 
     async fn server_clean(&self) -> bool {
-        if self.permits.is_some() && self.backend != "zookeeper" {
+        if self.permits.is_some() && self.backend == "zookeeper" {
+            // Curator's mutex and our leases gone; the record of N stays.
+            let locks = zk_children(&self.url, &format!("{}/locks", self.name)).await;
+            return locks.is_empty() && self.server_permits().await == 0;
+        }
+        if self.permits.is_some() {
             // The counter of free permits stays (Redisson's does too).
             let mut c = raw_redis(&self.url).await;
             let queue = format!("polylock_semqueue:{{{}}}", self.name);
