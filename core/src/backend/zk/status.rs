@@ -1,8 +1,10 @@
 //! Reading a ZooKeeper lock's status: list the contenders, read the first.
+//! A semaphore's path (Curator's `InterProcessSemaphoreV2`, with our record
+//! of N) is read as one: the record, the leases, the mutex's contenders.
 
-use super::paths::{sorted_contenders, READ_MARKER};
+use super::paths::{sorted_contenders, READ_MARKER, SEMAPHORE_LEASES, SEMAPHORE_LOCKS, SEMAPHORE_PERMITS};
 use crate::io::{Op, Reply, ZkOp};
-use crate::status::{unexpected, LockStatus, StatusStep};
+use crate::status::{unexpected, LockStatus, PermitCounts, StatusStep};
 use crate::Error;
 
 /// How often the first contender may vanish between the listing and the
@@ -17,16 +19,38 @@ pub(crate) struct ZkStatusRead {
     /// After a listing: the contenders after the holders, and how many
     /// readers hold (read-write locks).
     reading: Option<(usize, u32)>,
+    /// A semaphore's path: which of its reads is out.
+    semaphore: Option<SemaphoreStep>,
+}
+
+/// The reads of a semaphore's status, in order.
+#[derive(Debug, Clone, Copy)]
+enum SemaphoreStep {
+    /// `P/polylock_permits`: the number of permits.
+    Total,
+    /// The children of `P/leases`: the permits held (the one waiter that
+    /// holds Curator's mutex has its leases there too: counted as held).
+    Leases { total: u32 },
+    /// The children of `P/locks`: the waiters.
+    Locks { total: u32, held: u32 },
 }
 
 impl ZkStatusRead {
     pub(crate) fn start(parent: &str) -> (Self, Op) {
-        let read = ZkStatusRead { parent: parent.to_owned(), listings: 1, reading: None };
+        let read = ZkStatusRead { parent: parent.to_owned(), listings: 1, reading: None, semaphore: None };
         (read, Op::ZooKeeper(ZkOp::GetChildren { path: parent.to_owned() }))
     }
 
     pub(crate) fn on_reply(&mut self, reply: Reply) -> StatusStep {
+        if let Some(step) = self.semaphore {
+            return self.semaphore_reply(step, reply);
+        }
         match (self.reading, reply) {
+            (None, Reply::Children(children)) if children.iter().any(|c| c == SEMAPHORE_PERMITS) => {
+                self.semaphore = Some(SemaphoreStep::Total);
+                let path = format!("{}/{}", self.parent, SEMAPHORE_PERMITS);
+                StatusStep::Send(Op::ZooKeeper(ZkOp::GetData { path }))
+            }
             (None, Reply::Children(children)) => self.read_first(children),
             (None, Reply::NoNode) => self.read_first(Vec::new()),
             (Some((waiters, readers)), Reply::Data { data, czxid }) => StatusStep::Done(Ok(LockStatus {
@@ -49,6 +73,47 @@ impl ZkStatusRead {
                 self.parent
             )))),
             (_, other) => StatusStep::Done(Err(unexpected(other))),
+        }
+    }
+
+    fn semaphore_reply(&mut self, step: SemaphoreStep, reply: Reply) -> StatusStep {
+        let list = |child: &str| {
+            StatusStep::Send(Op::ZooKeeper(ZkOp::GetChildren { path: format!("{}/{child}", self.parent) }))
+        };
+        let count = |reply: Reply| match reply {
+            Reply::Children(c) => Ok(u32::try_from(c.len()).unwrap_or(u32::MAX)),
+            Reply::NoNode => Ok(0),
+            other => Err(unexpected(other)),
+        };
+        let next = match (step, reply) {
+            (SemaphoreStep::Total, Reply::Data { data, .. }) => {
+                match String::from_utf8_lossy(&data).trim().parse::<u32>() {
+                    Ok(total) => Ok((SemaphoreStep::Leases { total }, list(SEMAPHORE_LEASES))),
+                    Err(_) => Err(Error::Protocol(format!("{}: a permits record that is not a number", self.parent))),
+                }
+            }
+            (SemaphoreStep::Total, other) => Err(unexpected(other)),
+            (SemaphoreStep::Leases { total }, reply) => {
+                count(reply).map(|held| (SemaphoreStep::Locks { total, held }, list(SEMAPHORE_LOCKS)))
+            }
+            (SemaphoreStep::Locks { total, held }, reply) => {
+                return StatusStep::Done(count(reply).map(|waiters| LockStatus {
+                    held: held > 0,
+                    holder: None,
+                    fencing_token: None,
+                    waiters: Some(waiters as usize),
+                    ttl_ms: None,
+                    readers: 0,
+                    permits: Some(PermitCounts { held, total }),
+                }));
+            }
+        };
+        match next {
+            Ok((step, send)) => {
+                self.semaphore = Some(step);
+                send
+            }
+            Err(e) => StatusStep::Done(Err(e)),
         }
     }
 
@@ -83,6 +148,24 @@ mod tests {
             StatusStep::Done(r) => r,
             other => panic!("expected an answer, got {other:?}"),
         }
+    }
+
+    /// A semaphore's path: the record of N, the leases, the mutex's contenders.
+    #[test]
+    fn a_semaphore_path_shows_its_permits() {
+        let (mut read, _) = ZkStatusRead::start("/s");
+        let kids = vec!["leases".to_owned(), "locks".to_owned(), "polylock_permits".to_owned()];
+        let path_of = |step: StatusStep| match step {
+            StatusStep::Send(Op::ZooKeeper(ZkOp::GetData { path } | ZkOp::GetChildren { path })) => path,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(path_of(read.on_reply(Reply::Children(kids))), "/s/polylock_permits");
+        assert_eq!(path_of(read.on_reply(Reply::Data { data: b"4".to_vec(), czxid: 1 })), "/s/leases");
+        let leases = vec!["_c_a-lease-0000000001".to_owned(), "_c_b-lease-0000000002".to_owned()];
+        assert_eq!(path_of(read.on_reply(Reply::Children(leases))), "/s/locks");
+        let st = done(read.on_reply(Reply::NoNode)).unwrap();
+        assert_eq!(st.permits, Some(PermitCounts { held: 2, total: 4 }));
+        assert_eq!((st.held, st.waiters), (true, Some(0)));
     }
 
     #[test]
