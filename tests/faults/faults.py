@@ -27,8 +27,9 @@ awaited, each repeated --trials times, on loopback servers only:
                permit holder SIGKILLed per trial: never more than N inside at
                once (records, and a killed holder's grant up to its kill), the
                others go on being granted, free + held permits on the server
-               stay N throughout (no permit lost or made up), and once every
-               worker is gone and the leases passed no permit is held
+               stay N throughout (Redis: no permit lost or made up), and once
+               every worker is gone and its lease or session is over no
+               permit is held (on Redis and ZooKeeper)
 
 Failover rows (--failover-trials each; skipped when their servers are not
 configured; on Sentinel with replica acknowledgement, replicas=1; the
@@ -397,6 +398,18 @@ def run_fault(fault, pool, trials, result, bound_s, lock_port):
             result.recoveries.append(nxt[1]["t_ns"] - t0)
 
 
+def status_permits(url, name):
+    """(held, total) permits of a semaphore as `polylock status` reads them (either backend)."""
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+    cli = os.path.join(target, "release", "polylock")
+    out = subprocess.run([cli, "status", name, "--url", url], capture_output=True, text=True, timeout=30).stdout
+    for line in out.splitlines():
+        if line.endswith(" permits held"):
+            held, _, total = line.split(": ", 1)[1].split()[:3]
+            return int(held), int(total)
+    raise RuntimeError(f"polylock status {name}: {out!r}")
+
+
 def permits_on_server(url, name):
     """(free, held) permits of a Redis semaphore: the counter at the name and
     the set of held permit ids (expired ones included until a script reclaims them)."""
@@ -439,9 +452,10 @@ def run_semaphore_row(pool, trials, result, bound_s):
             result.failures.append(f"trial {result.trials}: no permit granted within {bound_s} s after the kill")
         else:
             result.recoveries.append(nxt[1]["t_ns"] - t0)
-        free, held = permits_on_server(pool.url, pool.lock)
-        if free + held != pool.permits:
-            result.failures.append(f"trial {result.trials}: {free} free + {held} held permits, not {pool.permits}")
+        if pool.backend == "redis":
+            free, held = permits_on_server(pool.url, pool.lock)
+            if free + held != pool.permits:
+                result.failures.append(f"trial {result.trials}: {free} free + {held} held permits, not {pool.permits}")
     most = most_inside(pool, killed)
     result.notes.append(f"at most {most} of {pool.permits} inside")
     result.overlaps = most
@@ -449,12 +463,12 @@ def run_semaphore_row(pool, trials, result, bound_s):
         result.failures.append(f"{most} permit holders inside at once, {pool.permits} permits")
     for w in pool.workers:
         w.stop()
-    time.sleep(LEASE_MS / 1000 + 0.5)
-    # Every worker is gone and its lease over: a status read reclaims and counts.
-    now_ms = int(redis_cli(pool.url, "TIME").split()[0]) * 1000
-    live = int(redis_cli(pool.url, "ZCOUNT", "{" + pool.lock + "}:timeout", f"({now_ms}", "+inf").strip() or 0)
-    if live:
-        result.failures.append(f"{live} permits still held after every holder died and its lease ended")
+    # Every worker is gone: once its lease (Redis) or session (ZooKeeper) is
+    # over, no permit may be left held (a status read counts the live ones).
+    time.sleep((LEASE_MS if pool.backend == "redis" else SESSION_MS) / 1000 + 1.0)
+    held, total = status_permits(pool.url, pool.lock)
+    if held or total != pool.permits:
+        result.failures.append(f"{held} of {total} permits still held after every holder died")
 
 
 def available_workers(only=None):
@@ -463,6 +477,8 @@ def available_workers(only=None):
     subprocess.run(
         ["cargo", "build", "--release", "-q", "-p", "polylock", "--example", "demo_worker"], check=True, cwd=ROOT
     )
+    # `polylock status`, which the semaphore row reads the server's permits with.
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "polylock-cli"], check=True, cwd=ROOT)
     for lang in ("python", "node", "java"):
         if only is not None and lang not in only:
             continue
@@ -505,6 +521,7 @@ def main():
         ("cut-acquire", "zookeeper", env["POLYLOCK_TEST_ZK"], 20),
         ("leader-kill", "zookeeper ensemble", env["POLYLOCK_TEST_ZK_ENSEMBLE"], 15),
         ("sem-sigkill", "redis", env["POLYLOCK_TEST_REDIS2"], LEASE_MS / 1000 + 2),
+        ("sem-sigkill", "zookeeper", env["POLYLOCK_TEST_ZK"], SESSION_MS / 1000 + 3),
     ]
     failover_trials = args.failover_trials if args.failover_trials is not None else max(1, args.trials // 2)
     sentinel, cluster = env.get("POLYLOCK_TEST_SENTINEL"), env.get("POLYLOCK_TEST_CLUSTER")
