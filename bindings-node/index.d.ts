@@ -130,8 +130,9 @@ export declare class Client implements AsyncDisposable {
   rwLock(name: string, options?: LockOptions): ReadWriteLock
   /**
    * The counting semaphore `name` of `options.permits` permits (no I/O); on
-   * Redis, Redisson's `RPermitExpirableSemaphore` layout. Not in
-   * `polylock/wasm` (a RangeError there).
+   * Redis, Redisson's `RPermitExpirableSemaphore` layout; on ZooKeeper,
+   * Curator's `InterProcessSemaphoreV2` layout (leases under `NAME/leases`,
+   * Curator's mutex at `NAME/locks`). Not in `polylock/wasm` (a RangeError there).
    * @throws {TypeError} a non-string or invalid name (`code: 'ERR_POLYLOCK_INVALID_NAME'`), a non-number `permits`.
    * @throws {RangeError} `permits` not a whole number >= 1, a bad `leaseMs` (`code: 'ERR_POLYLOCK_INVALID_OPTION'` for the former).
    * @throws {ClientClosedError} after {@link Client.close}.
@@ -233,8 +234,7 @@ export declare class Semaphore {
    * @throws {DOMException} named `AbortError` when `signal` aborts (nothing is left on the server).
    * @throws {PermitsMismatchError} the server records another number of permits for this name.
    * @throws {RangeError} `count` is not a whole number from 1 to {@link Semaphore.permits}
-   *   (`code: 'ERR_POLYLOCK_INVALID_OPTION'`), or another bad option; on ZooKeeper, for now,
-   *   every acquire (semaphores are not built there yet).
+   *   (`code: 'ERR_POLYLOCK_INVALID_OPTION'`), or another bad option.
    * @throws {ClientClosedError} the client was closed meanwhile.
    */
   acquire(options?: PermitsAcquireOptions): Promise<Permits>
@@ -257,7 +257,8 @@ export declare class Permits implements AsyncDisposable {
   readonly fencingToken: bigint
   /**
    * Aborts, with a {@link LockLostError} as `reason`, when the permits are lost
-   * while held (their lease expired on the server). Stop touching the resource then.
+   * while held (Redis: their lease expired on the server; ZooKeeper: the session
+   * expired or a lease node was deleted). Stop touching the resource then.
    */
   readonly signal: AbortSignal
   /**

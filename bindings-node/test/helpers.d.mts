@@ -10,3 +10,4 @@ export function semaphoreKeys(name: string): { timeouts: string; queue: string; 
 export function redisPermitsHeld(url: string, name: string): Promise<number>
 export function semaphoreLeftovers(url: string, name: string): Promise<string[]>
 export function expireRedisPermits(url: string, name: string): Promise<number>
+export function zkChildren(url: string, path: string): Promise<string[]>

@@ -180,3 +180,87 @@ export async function serverIsClean(client, backend, url, name) {
     return backend !== 'redis' || (await redisLeftovers(url, name)).length === 0
   })
 }
+
+/**
+ * The children of the ZooKeeper node `path` (a leading `/` added if missing)
+ * on the server of `url` (`zk://host:port[,...]`, the first host), [] when
+ * the node does not exist. A one-shot session speaking just enough of the
+ * ZooKeeper protocol (connect, getChildren, close): npm has no ZooKeeper
+ * client the suite could lean on, and polylock's own API shows a lock, not
+ * the nodes of a semaphore.
+ */
+export async function zkChildren(url, path) {
+  const hostport = url.replace(/^zk:\/\//, '').split(/[,/]/)[0]
+  const [host, port] = [hostport.slice(0, hostport.lastIndexOf(':')), Number(hostport.slice(hostport.lastIndexOf(':') + 1))]
+  const full = path.startsWith('/') ? path : `/${path}`
+  const socket = net.connect({ host, port })
+  await new Promise((resolve, reject) => {
+    socket.once('connect', resolve)
+    socket.once('error', reject)
+  })
+  let buffer = Buffer.alloc(0)
+  const frames = []
+  let wake = null
+  let failed = null
+  socket.on('data', (chunk) => {
+    buffer = Buffer.concat([buffer, chunk])
+    while (buffer.length >= 4 && buffer.length >= 4 + buffer.readInt32BE(0)) {
+      const len = buffer.readInt32BE(0)
+      frames.push(buffer.subarray(4, 4 + len))
+      buffer = buffer.subarray(4 + len)
+    }
+    wake?.()
+  })
+  socket.on('error', (e) => {
+    failed = e
+    wake?.()
+  })
+  const next = async () => {
+    while (frames.length === 0) {
+      if (failed) throw failed
+      await new Promise((resolve) => (wake = resolve))
+    }
+    return frames.shift()
+  }
+  const send = (body) => {
+    const len = Buffer.alloc(4)
+    len.writeInt32BE(body.length)
+    socket.write(Buffer.concat([len, body]))
+  }
+  const int32 = (v) => {
+    const b = Buffer.alloc(4)
+    b.writeInt32BE(v)
+    return b
+  }
+  const int64 = (v) => {
+    const b = Buffer.alloc(8)
+    b.writeBigInt64BE(BigInt(v))
+    return b
+  }
+  const str = (s) => Buffer.concat([int32(Buffer.byteLength(s)), Buffer.from(s)])
+  try {
+    // ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd; readOnly.
+    send(Buffer.concat([int32(0), int64(0), int32(10_000), int64(0), int32(16), Buffer.alloc(16), Buffer.from([0])]))
+    await next()
+    // GetChildrenRequest (op 8): path, watch = false.
+    send(Buffer.concat([int32(1), int32(8), str(full), Buffer.from([0])]))
+    let reply
+    do reply = await next()
+    while (reply.readInt32BE(0) !== 1) // xid 1; skip pings and notifications
+    const err = reply.readInt32BE(12) // after xid and zxid
+    if (err === -101) return [] // NoNode
+    if (err !== 0) throw new Error(`ZooKeeper getChildren ${full}: error ${err}`)
+    const children = []
+    let at = 20
+    const count = reply.readInt32BE(16)
+    for (let i = 0; i < count; i++) {
+      const n = reply.readInt32BE(at)
+      children.push(reply.subarray(at + 4, at + 4 + n).toString('utf8'))
+      at += 4 + n
+    }
+    send(Buffer.concat([int32(2), int32(-11)])) // closeSession
+    return children
+  } finally {
+    socket.destroy()
+  }
+}

@@ -52,10 +52,15 @@ owner, permits), so the handle holds exactly that grant. A scenario with
 one grant's loss: ``await_lost`` is its ``lost_reason`` turning non-None and
 ``held`` False. ``would_block``/``timeout`` = acquire returned False (or
 LockTimeout); ``permits_mismatch`` = PermitsMismatch; ``invalid_option`` =
-ValueError. ``server_permits`` is ``ZCARD {NAME}:timeout``; ``server_clean``
-wants that empty and no ``polylock_semqueue:{NAME}`` /
+ValueError. On Redis ``server_permits`` is ``ZCARD {NAME}:timeout``;
+``server_clean`` wants that empty and no ``polylock_semqueue:{NAME}`` /
 ``polylock_semqueue_deadline:{NAME}`` (the counter at NAME stays);
-``expire_lease`` sets every member of ``{NAME}:timeout`` to score 0.
+``expire_lease`` sets every member of ``{NAME}:timeout`` to score 0. On
+ZooKeeper (Curator's ``InterProcessSemaphoreV2`` layout, PATH = NAME with a
+leading ``/``) ``server_permits`` is the number of children of
+``PATH/leases``; ``server_clean`` wants no children under ``PATH/locks``
+(Curator's mutex) nor ``PATH/leases`` (the ``PATH/polylock_permits``
+record of N stays); ``expire_lease`` is the session expiry, as for a lock.
 
 Backends ``sentinel`` and ``cluster`` (``REDIS_VARIANTS``): every Redis
 scenario once more through the ``redis+sentinel://`` URL of
@@ -654,7 +659,9 @@ class Raw:
         return f"{{{name}}}:timeout"
 
     def permits_held(self, backend: str, name: str) -> int:
-        assert backend != "zookeeper", "server_permits: Redis only so far"
+        """Redis: Redisson's set of permit ids; ZooKeeper: Curator's lease nodes."""
+        if backend == "zookeeper":
+            return len(self._children(f"{name}/leases"))
         return int(self.redis_of(backend).zcard(self.permit_ids(name)))
 
     def expire_permits(self, backend: str, name: str) -> None:
@@ -665,7 +672,11 @@ class Raw:
             r.zadd(key, {member: 0}, xx=True)
 
     def leftovers(self, backend: str, name: str, semaphore: bool = False) -> list[str]:
-        if semaphore and backend != "zookeeper":
+        if semaphore and backend == "zookeeper":
+            # Curator's mutex and the leases gone; the record of N stays.
+            subs = ("locks", "leases")
+            return [f"{sub}/{n}" for sub in subs for n in self._children(f"{name}/{sub}")]
+        if semaphore:
             r = self.redis_of(backend)
             keys = [f"polylock_semqueue:{{{name}}}", f"polylock_semqueue_deadline:{{{name}}}"]
             left = [k for k in keys if r.exists(k)]

@@ -1,7 +1,13 @@
 """client.semaphore: a counting semaphore shaped like
-threading.BoundedSemaphore, against the real Redis (semaphores are Redis
-only for now). The server is read directly: ``{NAME}:timeout`` holds one
-member per held permit (Redisson's permit ids), the waiter queue is ``polylock_semqueue:{NAME}``."""
+threading.BoundedSemaphore, against the real servers. The server is read
+directly. Redis (Redisson's ``RPermitExpirableSemaphore`` layout):
+``{NAME}:timeout`` holds one member per held permit (Redisson's permit ids),
+the waiter queue is ``polylock_semqueue:{NAME}``. ZooKeeper (Curator's
+``InterProcessSemaphoreV2`` layout): one child of ``NAME/leases`` per held
+permit, waiters queue in Curator's mutex at ``NAME/locks``.
+
+The cases marked ``both`` run on both backends; the rest (a grant's loss
+forced through Redisson's permit expiries) on Redis only."""
 
 from __future__ import annotations
 
@@ -15,39 +21,60 @@ from typing import Callable
 import polylock
 import pytest
 import redis
-from conftest import eventually, redis_url, unique
+from conftest import eventually, unique, url_of
+from kazoo.client import KazooClient
+
+# Runs a case on each backend (the module's ``backend`` is Redis alone).
+both = pytest.mark.parametrize("backend", ["redis", "zookeeper"])
 
 
 @pytest.fixture
-def client() -> Iterator[polylock.Client]:
-    with polylock.connect(redis_url()) as c:
+def backend() -> str:
+    return "redis"
+
+
+@pytest.fixture
+def client(backend: str) -> Iterator[polylock.Client]:
+    with polylock.connect(url_of(backend)) as c:
         yield c
 
 
 @pytest.fixture
-def other() -> Iterator[polylock.Client]:
+def other(backend: str) -> Iterator[polylock.Client]:
     """A second client: another process, as far as the semaphore is concerned."""
-    with polylock.connect(redis_url()) as c:
+    with polylock.connect(url_of(backend)) as c:
         yield c
 
 
+def _zk_children(zk: KazooClient, path: str) -> list[str]:
+    return list(zk.get_children(path)) if zk.exists(path) else []
+
+
 @pytest.fixture
-def held_on_server(raw_redis: redis.Redis) -> Callable[[str], int]:
+def held_on_server(
+    backend: str, raw_redis: redis.Redis, raw_zk: KazooClient
+) -> Callable[[str], int]:
     """How many permits the server records as held for a semaphore name."""
+    if backend == "zookeeper":
+        return lambda name: len(_zk_children(raw_zk, f"{name}/leases"))
     return lambda name: int(raw_redis.zcard(f"{{{name}}}:timeout"))
 
 
 @pytest.fixture
-def queued(raw_redis: redis.Redis) -> Callable[[str], list[str]]:
-    """The semaphore's waiter-queue keys still on the server."""
+def queued(backend: str, raw_redis: redis.Redis, raw_zk: KazooClient) -> Callable[[str], list[str]]:
+    """The semaphore's waiter-queue keys (Redis) or Curator's mutex
+    contenders (ZooKeeper) still on the server."""
 
     def check(name: str) -> list[str]:
+        if backend == "zookeeper":
+            return _zk_children(raw_zk, f"{name}/locks")
         keys = [f"polylock_semqueue:{{{name}}}", f"polylock_semqueue_deadline:{{{name}}}"]
         return [k for k in keys if raw_redis.exists(k)]
 
     return check
 
 
+@both
 def test_permits_are_counted_across_clients(
     client: polylock.Client, other: polylock.Client, held_on_server: Callable[[str], int]
 ) -> None:
@@ -72,6 +99,7 @@ def test_permits_are_counted_across_clients(
         sem.fencing_token  # noqa: B018
 
 
+@both
 def test_k_permits_at_once(
     client: polylock.Client, other: polylock.Client, held_on_server: Callable[[str], int]
 ) -> None:
@@ -91,6 +119,7 @@ def test_k_permits_at_once(
     assert eventually(lambda: held_on_server(name) == 0)
 
 
+@both
 def test_another_thread_releases_what_one_acquired(
     client: polylock.Client, other: polylock.Client, held_on_server: Callable[[str], int]
 ) -> None:
@@ -128,6 +157,7 @@ def test_another_thread_releases_what_one_acquired(
     assert eventually(lambda: held_on_server(name) == 0)
 
 
+@both
 def test_with_block(client: polylock.Client, held_on_server: Callable[[str], int]) -> None:
     name = unique("sem-with")
     sem = client.semaphore(name, 2)
@@ -142,6 +172,7 @@ def test_with_block(client: polylock.Client, held_on_server: Callable[[str], int
     assert eventually(lambda: held_on_server(name) == 0)
 
 
+@both
 def test_async_with_block(client: polylock.Client, held_on_server: Callable[[str], int]) -> None:
     name = unique("sem-async-with")
     sem = client.semaphore(name, 1)
@@ -160,6 +191,7 @@ def test_async_with_block(client: polylock.Client, held_on_server: Callable[[str
     assert eventually(lambda: held_on_server(name) == 0)
 
 
+@both
 def test_timeout_returns_false_and_leaves_no_queue_entry(
     client: polylock.Client,
     other: polylock.Client,
@@ -183,6 +215,7 @@ def test_timeout_returns_false_and_leaves_no_queue_entry(
     sem.release()
 
 
+@both
 def test_permits_mismatch_is_typed_and_takes_nothing(
     client: polylock.Client, other: polylock.Client, held_on_server: Callable[[str], int]
 ) -> None:
@@ -208,6 +241,7 @@ def test_permits_mismatch_is_typed_and_takes_nothing(
     first.release()
 
 
+@both
 @pytest.mark.parametrize("count", [0, 4])
 def test_bad_count_is_a_value_error(
     client: polylock.Client,
@@ -247,6 +281,7 @@ def test_bad_arguments(client: polylock.Client) -> None:
         sem.release()  # as BoundedSemaphore: released more than acquired
 
 
+@both
 def test_cancelled_async_acquire_leaves_nothing(
     client: polylock.Client,
     other: polylock.Client,
@@ -272,6 +307,7 @@ def test_cancelled_async_acquire_leaves_nothing(
     assert sem.held_permits == 0 and held_on_server(name) == 0
 
 
+@both
 def test_ctrl_c_withdraws_a_blocked_acquire(
     client: polylock.Client,
     other: polylock.Client,
@@ -346,6 +382,7 @@ def test_release_of_a_lost_grant_raises_lock_lost(
     assert eventually(lambda: held_on_server(name) == 0)
 
 
+@both
 def test_a_grant_that_races_the_cancellation_goes_back(
     client: polylock.Client, held_on_server: Callable[[str], int]
 ) -> None:

@@ -111,9 +111,10 @@ class Client:
         ``*_async`` twins, and ``grant(count)`` for one grant as an object.
         Every client of one name must use the same ``permits`` (the first
         acquire records it on the server; another number raises
-        PermitsMismatch). ``lease`` (seconds) is each grant's, renewed
-        while held; default the client's. Redis (single, Sentinel,
-        Cluster)."""
+        PermitsMismatch). ``lease`` (Redis, seconds) is each grant's,
+        renewed while held; default the client's. Redis (single, Sentinel,
+        Cluster: Redisson's ``RPermitExpirableSemaphore`` layout) and
+        ZooKeeper (Curator's ``InterProcessSemaphoreV2`` layout)."""
         seconds = None if lease is None else _options.positive_seconds("lease", lease)
         total = _options.permits_total(permits)
         return Semaphore(self._native.semaphore(_options.lock_name(name), total, seconds))

@@ -25,8 +25,12 @@ class Semaphore:
     instead hands out one grant as a :class:`Permits` object, with its own
     fencing token and loss.
 
-    Not reentrant: each acquire takes permits of its own. Redis only for
-    now (on ZooKeeper an acquire raises ValueError)."""
+    Not reentrant: each acquire takes permits of its own. On Redis
+    (single, Sentinel, Cluster) in Redisson's ``RPermitExpirableSemaphore``
+    layout, each grant with a lease; on ZooKeeper in Curator's
+    ``InterProcessSemaphoreV2`` layout (one ephemeral lease node per
+    permit under ``NAME/leases``, waiters in line for Curator's mutex at
+    ``NAME/locks``), so Curator clients share the permits."""
 
     def __init__(self, native: _native.Semaphore) -> None:
         self._native = native
@@ -160,7 +164,8 @@ class Semaphore:
 class Permits:
     """One grant of ``count`` permits, from ``Semaphore.grant``. Held until
     ``release()`` (or the end of its ``with`` block); renewed with its lease
-    meanwhile. Dropped without a release, it is released in the background."""
+    meanwhile (Redis) or kept by the session (ZooKeeper). Dropped without
+    a release, it is released in the background."""
 
     def __init__(self, native: _native.Permits) -> None:
         self._native = native
