@@ -434,6 +434,11 @@ def most_inside(pool, killed):
 
 def run_semaphore_row(pool, trials, result, bound_s):
     """sem-sigkill: see the module docs."""
+    # Every language's worker up and granted once first (a JVM starts slowly).
+    deadline = now_ns() + 60 * 10**9
+    while {lang for lang, _ in pool.langs} - {g["lang"] for g in pool.grants}:
+        if pool.next_event(deadline) is None:
+            break
     killed = []
     for _ in range(trials):
         got = pool.wait_grant(30)
@@ -456,6 +461,9 @@ def run_semaphore_row(pool, trials, result, bound_s):
             free, held = permits_on_server(pool.url, pool.lock)
             if free + held != pool.permits:
                 result.failures.append(f"trial {result.trials}: {free} free + {held} held permits, not {pool.permits}")
+    silent = sorted({lang for lang, _ in pool.langs} - {g["lang"] for g in pool.grants})
+    if silent:
+        result.failures.append(f"no permit granted to the {', '.join(silent)} workers")
     most = most_inside(pool, killed)
     result.notes.append(f"at most {most} of {pool.permits} inside")
     result.overlaps = most
