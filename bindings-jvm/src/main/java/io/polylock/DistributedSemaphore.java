@@ -8,8 +8,17 @@ import java.util.concurrent.TimeUnit;
 /**
  * A distributed counting semaphore of {@link #getPermits()} permits, with the method names and
  * meanings of {@link java.util.concurrent.Semaphore}: across threads, clients and processes at
- * most that many permits are held at once (Redisson's {@code RPermitExpirableSemaphore} included,
- * on the same name). Made by {@link LockClient#newSemaphore(String, int)}.
+ * most that many permits are held at once (Redisson's {@code RPermitExpirableSemaphore} on the
+ * same name included on Redis, Curator's {@code InterProcessSemaphoreV2} on the same path on
+ * ZooKeeper). Made by {@link LockClient#newSemaphore(String, int)}.
+ *
+ * <p>On ZooKeeper the semaphore is Curator's {@code InterProcessSemaphoreV2} layout: an acquire
+ * of {@code k} takes Curator's mutex at {@code <path>/locks}, creates {@code k} ephemeral lease
+ * nodes {@code <path>/leases/_c_<uuid>-lease-<seq>}, is granted once the leases number at most
+ * N (else it waits on their children), and gives the mutex back. Curator's leases and these
+ * count together, and each side's release wakes the other's waiters. Curator keeps no record of
+ * N; polylock keeps its own, {@code <path>/polylock_permits} (Curator ignores it), so another
+ * polylock client of another N is refused, but a Curator client of another N is not.
  *
  * <p>As with {@code java.util.concurrent.Semaphore}, permits belong to the semaphore object, not
  * to a thread: any thread may {@link #release(int)} what another acquired. Each acquire of
@@ -33,8 +42,9 @@ import java.util.concurrent.TimeUnit;
  *     made with another throws {@link LockPermitsMismatchException} and takes nothing.</li>
  * <li>The acquires are fair in the sense above, with no barging {@code tryAcquire()}: a
  *     {@code tryAcquire()} behind a waiting ask returns {@code false}.</li>
- * <li>A grant can be lost (its Redis lease refused or expired): the {@code release} that gives it
- *     back throws {@link LockLostException}. There is no loss listener yet.</li>
+ * <li>A grant can be lost (its Redis lease refused or expired, or its client's ZooKeeper
+ *     session ended): the {@code release} that gives it back throws {@link LockLostException}.
+ *     There is no loss listener yet.</li>
  * </ul>
  *
  * <p>Keep a reference to the object while it holds permits: one that becomes unreachable gives

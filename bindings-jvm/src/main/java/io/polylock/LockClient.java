@@ -101,7 +101,8 @@ public final class LockClient implements AutoCloseable {
 
     /**
      * A counting semaphore named {@code name} of {@code permits} permits (Redisson's
-     * {@code RPermitExpirableSemaphore} layout on Redis): every client of one name must be made
+     * {@code RPermitExpirableSemaphore} layout on Redis, Curator's {@code InterProcessSemaphoreV2}
+     * layout on ZooKeeper, where {@code name} is the path): every client of one name must be made
      * with the same number; an acquire of a client made with another throws
      * {@link LockPermitsMismatchException} and takes nothing. No I/O.
      *

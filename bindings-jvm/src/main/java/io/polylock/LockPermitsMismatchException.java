@@ -3,7 +3,8 @@ package io.polylock;
 /**
  * A {@link DistributedSemaphore} was made with another number of permits than
  * the server records for its name (by polylock's first acquire, or by
- * Redisson's {@code trySetPermits}): its acquire is refused, and nothing was
+ * Redisson's {@code trySetPermits}; on ZooKeeper in {@code <path>/polylock_permits},
+ * which Curator neither writes nor reads): its acquire is refused, and nothing was
  * taken or changed. Every client of one name must agree on the number.
  */
 public class LockPermitsMismatchException extends LockException {

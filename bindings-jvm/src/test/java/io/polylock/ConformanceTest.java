@@ -75,8 +75,12 @@ import redis.clients.jedis.UnifiedJedis;
  * {@code DistributedSemaphore}, like {@code java.util.concurrent.Semaphore}, has no async
  * acquire. {@code await_lost} is not expressible (the semaphore has no loss listener: the
  * runtime's {@code Semaphore} does not hand out a held grant's loss signal): it is reported, and
- * waits out one lease (the grant's renewal, every third of it, finds the loss), so that the
- * {@code release} that expects {@code lost} checks the loss.
+ * waits out one lease on Redis (the grant's renewal, every third of it, finds the loss), or the
+ * session timeout on ZooKeeper (the loss there is the session's end), so that the
+ * {@code release} that expects {@code lost} checks the loss. On ZooKeeper the semaphore is
+ * Curator's {@code InterProcessSemaphoreV2} layout: {@code server_permits} counts the children of
+ * {@code <path>/leases}, and {@code server_clean} wants none under {@code <path>/locks} nor
+ * {@code <path>/leases} (polylock's record of N, {@code <path>/polylock_permits}, stays).
  *
  * <p>Backends {@code sentinel} and {@code cluster} ({@link #redisVariants}):
  * every Redis scenario once more through the {@code redis+sentinel://} URL of
@@ -92,6 +96,8 @@ import redis.clients.jedis.UnifiedJedis;
 class ConformanceTest {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final Duration STEP_LIMIT = Duration.ofSeconds(60);
+    /** Every scenario client's ZooKeeper session timeout. */
+    private static final Duration SESSION_TIMEOUT = Duration.ofSeconds(2);
     private static final ExecutorService RUNNERS = Executors.newCachedThreadPool(r -> {
         Thread t = new Thread(r, "conformance-scenario");
         t.setDaemon(true);
@@ -268,7 +274,7 @@ class ConformanceTest {
         }
 
         void run() throws Exception {
-            ClientOptions opts = ClientOptions.defaults().withSessionTimeout(Duration.ofSeconds(2))
+            ClientOptions opts = ClientOptions.defaults().withSessionTimeout(SESSION_TIMEOUT)
                     .withDebugFaultsForTests();
             if (sc.has("lease_ms")) {
                 opts = opts.withLease(Duration.ofMillis(sc.get("lease_ms").asLong()));
@@ -419,12 +425,14 @@ class ConformanceTest {
                 case "await_lost" -> {
                     // Not expressible: no loss listener. Wait out one lease (the grant's renewal runs every
                     // third of it and finds the loss), so that the release expecting `lost` checks it.
-                    long lease = sc.path("lease_ms").asLong(30_000);
+                    // On ZooKeeper the loss is the session's end (expire_lease): wait out the session timeout.
+                    boolean zkSession = backend.equals("zookeeper");
+                    long lease = zkSession ? SESSION_TIMEOUT.toMillis() : sc.path("lease_ms").asLong(30_000);
                     long wait = Math.min(step.path("within_ms").asLong(10_000), lease + 300);
                     System.err.println("conformance: not expressible in Java: " + ctx + ": DistributedSemaphore "
                             + "has no loss listener (the runtime's Semaphore does not hand out a held grant's loss "
-                            + "signal); waiting " + wait + " ms for the renewal to find the loss, which the "
-                            + "release that expects lost then checks");
+                            + "signal); waiting " + wait + " ms for the " + (zkSession ? "session's end" : "renewal")
+                            + " to be seen, which the release that expects lost then checks");
                     Thread.sleep(wait);
                 }
                 default -> fail(ctx + ": " + op + " has no permits mode");
@@ -644,8 +652,12 @@ class ConformanceTest {
         }
 
         List<String> zkChildren() {
+            return zkChildren(zkPath());
+        }
+
+        List<String> zkChildren(String path) {
             try {
-                return Servers.zkChildren(zk, zkPath());
+                return Servers.zkChildren(zk, path);
             } catch (Exception e) {
                 throw new AssertionError(e);
             }
@@ -661,6 +673,16 @@ class ConformanceTest {
         }
 
         String leftovers() {
+            if (backend.equals("zookeeper") && permits > 0) {
+                // Curator's mutex and the lease nodes gone; the record of N (polylock_permits) stays.
+                List<String> left = new ArrayList<>();
+                for (String parent : List.of("/locks", "/leases")) {
+                    for (String child : zkChildren(zkPath() + parent)) {
+                        left.add(zkPath() + parent + "/" + child);
+                    }
+                }
+                return left.toString();
+            }
             if (backend.equals("zookeeper")) {
                 return zkChildren().toString();
             }
@@ -691,10 +713,10 @@ class ConformanceTest {
             return name.contains("{") ? name + ":timeout" : "{" + name + "}:timeout";
         }
 
-        /** Permits held on the server, by anyone (Redis only: ZooKeeper semaphores are not built yet). */
+        /** Permits held on the server, by anyone: Redisson's permit ids, or Curator's lease nodes. */
         long serverPermits() {
             if (backend.equals("zookeeper")) {
-                throw new AssertionError("server_permits on ZooKeeper: not built yet in this runner");
+                return zkChildren(zkPath() + "/leases").size();
             }
             return inspector.zcard(permitTimeouts());
         }

@@ -24,6 +24,8 @@ import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.RetryOneTime;
 import org.apache.zookeeper.Watcher;
 import org.apache.zookeeper.ZooKeeper;
@@ -116,6 +118,17 @@ public final class Bench {
         rows.add(handoff(RW_HANDOFF, "Curator InterProcessReadWriteLock",
                 curatorLocker(new InterProcessReadWriteLock(ca, cname + "-rwh").writeLock()),
                 curatorLocker(new InterProcessReadWriteLock(cb, cname + "-rwh").readLock())));
+        // Semaphores: one lease of 4 alone, and the holder of a 1-lease semaphore's release taken by a waiter
+        // (polylock's ZooKeeper semaphore is Curator's InterProcessSemaphoreV2 layout).
+        try (LockClient a = LockClient.connect(zkUrl); LockClient b = LockClient.connect(zkUrl)) {
+            String name = "/" + run + "-zk-sem";
+            rows.add(uncontended(SEM_ONE, "polylock (zk)", permits(a.newSemaphore(name, 4))));
+            rows.add(handoff(SEM_HANDOFF, "polylock (zk)", permits(a.newSemaphore(name + "-h", 1)),
+                    permits(b.newSemaphore(name + "-h", 1))));
+        }
+        rows.add(uncontended(SEM_ONE, CURATOR_SEMAPHORE, curatorPermits(ca, cname + "-sem", 4)));
+        rows.add(handoff(SEM_HANDOFF, CURATOR_SEMAPHORE, curatorPermits(ca, cname + "-semh", 1),
+                curatorPermits(cb, cname + "-semh", 1)));
         ca.close();
         cb.close();
         zk.close();
@@ -377,6 +390,24 @@ public final class Bench {
         };
     }
 
+    static final String CURATOR_SEMAPHORE = "Curator InterProcessSemaphoreV2";
+
+    /** One lease of a Curator InterProcessSemaphoreV2 of {@code n} leases: acquire() a Lease, returnLease it. */
+    static Locker curatorPermits(CuratorFramework c, String path, int n) {
+        InterProcessSemaphoreV2 sem = new InterProcessSemaphoreV2(c, path, n);
+        return new Locker() {
+            private Lease lease;
+
+            public void lock() throws Exception {
+                lease = sem.acquire();
+            }
+
+            public void unlock() {
+                sem.returnLease(lease);
+            }
+        };
+    }
+
     static final String RW_READ = "uncontended read lock+unlock";
     static final String RW_HANDOFF = "handoff writer -> blocked reader (another client)";
 
@@ -552,8 +583,11 @@ public final class Bench {
             boolean zkSide = r.system().contains("zk") || r.system().contains("Curator") || r.system().contains("ZooKeeper");
             Row floor = by.get("floor: 1 round trip|" + (zkSide ? "ZooKeeper exists" : "Redis PING"));
             boolean rw = r.operation().equals(RW_READ) || r.operation().equals(RW_HANDOFF);
-            String anchorName = zkSide ? (rw ? "Curator InterProcessReadWriteLock" : "Curator InterProcessMutex")
-                    : (rw ? "Redisson RReadWriteLock" : "Redisson RLock") + modeSuffix(r.system());
+            boolean sem = r.operation().equals(SEM_ONE) || r.operation().equals(SEM_HANDOFF);
+            String anchorName = zkSide
+                    ? (sem ? CURATOR_SEMAPHORE : rw ? "Curator InterProcessReadWriteLock" : "Curator InterProcessMutex")
+                    : (sem ? "Redisson RPermitExpirableSemaphore" : rw ? "Redisson RReadWriteLock" : "Redisson RLock")
+                            + modeSuffix(r.system());
             Row anchor = by.get(r.operation() + "|" + anchorName);
             String vsAnchor = r.system().startsWith("polylock") && anchor != null
                     ? String.format(Locale.ROOT, "%.2fx", r.p50() / anchor.p50()) : "";
