@@ -30,13 +30,32 @@ final class NativeLoader {
                         + ": build bindings-jvm/native for this platform and pass -Dpolylock.library.path=FILE");
             }
             Path file = Files.createTempFile("polylock_jvm-", "-" + System.mapLibraryName("polylock_jvm"));
-            file.toFile().deleteOnExit();
-            Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
-            System.load(file.toAbsolutePath().toString());
+            try {
+                Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
+                System.load(file.toAbsolutePath().toString());
+            } finally {
+                // Loaded (or not): the file is not needed any more. Deleted
+                // now, not at exit, so a JVM that is killed (and never runs
+                // its exit hooks) leaves nothing in the temp directory. On
+                // POSIX the loaded mapping outlives the name; Windows keeps
+                // a loaded library's file open, so there it goes at exit.
+                if (!deleted(file)) {
+                    file.toFile().deleteOnExit();
+                }
+            }
         } catch (IOException e) {
             UnsatisfiedLinkError error = new UnsatisfiedLinkError("cannot extract " + resource + ": " + e);
             error.initCause(e);
             throw error;
+        }
+    }
+
+    private static boolean deleted(Path file) {
+        try {
+            Files.deleteIfExists(file);
+            return true;
+        } catch (IOException e) {
+            return false;
         }
     }
 
