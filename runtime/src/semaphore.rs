@@ -20,6 +20,9 @@ use crate::lock::{Guard, Lock, LossWatch};
 #[derive(Clone)]
 pub struct Semaphore {
     lock: Lock,
+    exec: Arc<Executor>,
+    backend: polylock_core::Backend,
+    name: LockName,
     permits: u32,
     /// Grants taken for [`Self::release`] (newest last): the
     /// `threading.Semaphore` and `java.util.concurrent.Semaphore` shape,
@@ -41,10 +44,32 @@ fn fresh_owner() -> OwnerId {
 }
 
 impl Semaphore {
-    pub(crate) fn new(exec: Arc<Executor>, name: LockName, permits: u32, lease: Option<Duration>) -> Result<Self> {
+    pub(crate) fn new(
+        exec: Arc<Executor>,
+        backend: polylock_core::Backend,
+        name: LockName,
+        permits: u32,
+        lease: Option<Duration>,
+    ) -> Result<Self> {
         let ask = PermitRequest { total: permits, count: 1 };
         ask.validate().map_err(|e| Error::from_core(name.as_str(), e))?;
-        Ok(Semaphore { lock: Lock::new(exec, name, LockMode::Semaphore, lease), permits, held: Arc::default() })
+        Ok(Semaphore {
+            lock: Lock::new(exec.clone(), name.clone(), LockMode::Semaphore, lease),
+            exec,
+            backend,
+            name,
+            permits,
+            held: Arc::default(),
+        })
+    }
+
+    /// The permits free on the server now, by every client (one read, as
+    /// `polylock status`; Redisson's `availablePermits`). A semaphore not
+    /// used yet has all its permits free. Stale the moment it returns: to
+    /// take a permit, acquire instead.
+    pub async fn available_permits(&self) -> Result<u32> {
+        let status = crate::client::read_status(&self.exec, self.backend, &self.name).await?;
+        Ok(status.permits.map_or(self.permits, |p| p.total.saturating_sub(p.held)))
     }
 
     /// The semaphore's name.

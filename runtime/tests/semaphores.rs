@@ -64,8 +64,10 @@ async fn permits_are_counted_k_at_a_time() {
         let name = unique("sem-count");
         let (a, b) = (client(&url).await, client(&url).await);
         let (sa, sb) = (a.semaphore(&name, 3).unwrap(), b.semaphore(&name, 3).unwrap());
+        assert_eq!(sa.available_permits().await.unwrap(), 3, "{backend}: a fresh semaphore");
         let two = sa.try_acquire(2, Duration::ZERO).await.unwrap().expect("2 of 3 free");
         assert_eq!(two.count(), 2);
+        assert_eq!(sb.available_permits().await.unwrap(), 1, "{backend}: another client's view");
         let one = sb.try_acquire(1, Duration::ZERO).await.unwrap().expect("the third");
         assert!(one.fencing_token() > two.fencing_token(), "{backend}: tokens must grow");
         assert!(sa.try_acquire(1, Duration::ZERO).await.unwrap().is_none(), "{backend}: a fourth permit of three");

@@ -378,6 +378,19 @@ pub extern "system" fn Java_io_polylock_Native_semNewestToken<'l>(
     })
 }
 
+/// The permits free on the server now, by every client.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_semAvailable<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    sem: jlong,
+) -> jint {
+    guarded(&mut env, 0, |_| {
+        let h = handles::get::<SemaphoreHandle>(sem)?;
+        Ok(runtime::block_on(h.sem.available_permits())?.min(i32::MAX as u32) as jint)
+    })
+}
+
 /// Permits held in the semaphore (by every thread that uses it).
 #[no_mangle]
 pub extern "system" fn Java_io_polylock_Native_semHeldPermits<'l>(

@@ -29,8 +29,8 @@ import java.util.concurrent.TimeUnit;
  * <p>Differences from {@code java.util.concurrent.Semaphore}, all because the permits live on a
  * server:
  * <ul>
- * <li>There is no {@code availablePermits()}: the runtime has no read of the server's free
- *     permits. {@link #getHeldPermits()} counts what this object holds.</li>
+ * <li>{@link #availablePermits()} reads the server (one round trip), and is stale the moment it
+ *     returns. {@link #getHeldPermits()} counts what this object holds.</li>
  * <li>{@code release(k)} gives back only permits this object holds, in whole grants: a count
  *     larger than that, or one that would split a grant (1 of a grant of 2), throws
  *     {@link IllegalArgumentException} and releases nothing. So threads that ask for different
@@ -187,6 +187,19 @@ public final class DistributedSemaphore {
             throw new IllegalMonitorStateException("no permits of semaphore " + name + " are held here");
         }
         return token;
+    }
+
+    /**
+     * The permits free now on the server, taken by no client (one read of the server, as
+     * Redisson's {@code availablePermits}). As {@code java.util.concurrent.Semaphore}'s, for
+     * debugging and monitoring: it may be stale by the time it returns.
+     */
+    public int availablePermits() {
+        try {
+            return Native.semAvailable(handle);
+        } finally {
+            Reference.reachabilityFence(this);
+        }
     }
 
     /** How many permits this semaphore object holds (acquired through it and not released). */

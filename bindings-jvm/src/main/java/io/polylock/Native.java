@@ -81,6 +81,9 @@ final class Native {
     /** The fencing token of the newest grant held in the semaphore, or -1. */
     static native long semNewestToken(long sem);
 
+    /** The permits free on the server now, by every client (one read). */
+    static native int semAvailable(long sem);
+
     /** Permits held in the semaphore, by every thread that uses it. */
     static native int semHeldPermits(long sem);
 

@@ -65,9 +65,11 @@ class SemaphoreTest {
         DistributedSemaphore theirs = b.newSemaphore(name, 3);
         assertEquals(3, ours.getPermits());
         assertEquals(name, ours.getName());
+        assertEquals(3, theirs.availablePermits(), "a fresh semaphore has every permit free");
         ours.acquire(2);
         long first = ours.getFencingToken();
         assertEquals(2, ours.getHeldPermits());
+        assertEquals(1, theirs.availablePermits(), "another client's view of the free permits");
         assertEquals(2, serverPermits(), "a grant of 2 holds 2 permit ids on the server");
         assertFalse(theirs.tryAcquire(2), "2 granted while only 1 is free");
         assertTrue(theirs.tryAcquire(), "1 of 1 free not granted");
