@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use polylock_core::{
-    AcquireOptions, Backend, Command, ConnectionEvent, Event, Instant, LockConfig, LockMode, LockName, LockTable,
-    Nonce, Notification, Op, Output, OwnerId, Reply, RequestId, Ticket, TransportError,
+    AcquireOptions, Backend, Command, ConnectionEvent, Error, Event, Instant, LockConfig, LockMode, LockName,
+    LockTable, Nonce, Notification, Op, Output, OwnerId, PermitRequest, Reply, RequestId, Ticket, TransportError,
 };
 use polylock_core::{RedisOp, ZkOp};
 use redis_model::RedisModel;
@@ -114,6 +114,13 @@ pub struct Scenario {
     /// Every acquire is one half of a read-write lock: a write with this
     /// probability (per mille), else a read. 0: the mutex.
     pub write_per_mille: Option<u64>,
+    /// Every acquire asks for permits of a counting semaphore of this many
+    /// (Redis), each its own owner, `k` in 1..=N chosen per acquire.
+    pub semaphore: Option<u32>,
+    /// Semaphores: the last client is made with this other number of
+    /// permits. It starts once the server has recorded the run's number,
+    /// and every one of its acquires must be refused without a change.
+    pub mismatch: Option<u32>,
     /// Redis: replica acknowledgements every grant and renewal asks for
     /// ([`LockConfig::replicas`]); the simulated server gives them all,
     /// except when it refuses (`refuse_per_mille`): then none.
@@ -138,6 +145,8 @@ impl Scenario {
             faults: Faults { max_delay_ms: 5, ..Faults::default() },
             two_names: false,
             write_per_mille: None,
+            semaphore: None,
+            mismatch: None,
             replicas: 0,
             time_cap_ms: 600_000,
             step_cap: 400_000,
@@ -152,6 +161,10 @@ pub struct Belief {
     /// Which of [`LOCKS`].
     pub lock: usize,
     pub mode: LockMode,
+    /// Semaphores: the permits granted (1 otherwise).
+    pub permits: u32,
+    /// When the application asked.
+    pub asked: u64,
     pub token: u64,
     pub start: u64,
     pub end: Option<u64>,
@@ -184,6 +197,18 @@ pub struct Outcome {
     pub max_table_locks: usize,
     /// Every pause (or suspend): (client, start, end).
     pub pauses: Vec<(usize, u64, u64)>,
+    /// Every acquire that failed: (client, error).
+    pub failures: Vec<(usize, Error)>,
+    /// Semaphores: the scripts' accounting broke (free + held != N), and
+    /// the mismatched client's acquires that changed the server's state
+    /// or were not refused.
+    pub sem_breaks: Vec<String>,
+    pub mismatch_changes: Vec<String>,
+    /// Semaphores: grants handed to a queued waiter by another's script.
+    pub sem_handoffs: u64,
+    /// Semaphores: runs' ends where the recorded number and held ids were
+    /// lost, so that a probe for all permits was refused as a mismatch.
+    pub sem_unrecorded: u64,
 }
 
 #[derive(Debug)]
@@ -238,6 +263,10 @@ struct Client {
     /// The lock (of [`LOCKS`]) of the current cycle, and the mode asked for.
     lock: usize,
     mode: LockMode,
+    /// The owner of the current acquire (semaphores: a fresh one each), and its ask.
+    owner: OwnerId,
+    ask: u32,
+    asked: u64,
     cycles_left: usize,
     paused_until: u64,
     /// How far the client's clock is behind real time: the suspends it did not count.
@@ -303,6 +332,9 @@ impl World {
                 app: App::Idle,
                 lock: 0,
                 mode: LockMode::Exclusive,
+                owner: OwnerId(1),
+                ask: 1,
+                asked: 0,
                 cycles_left: sc.cycles,
                 paused_until: 0,
                 clock_lag: 0,
@@ -439,7 +471,11 @@ impl World {
             if self.trace {
                 eprintln!("{t:>6} {ev:?}");
             }
+            let fault = matches!(ev, Ev::DeleteLockKey { .. } | Ev::Snapshot | Ev::Restore | Ev::EvictKey);
             self.step(ev);
+            if self.trace && fault {
+                eprintln!("{t:>6} keys {:?}", self.redis.live_keys(t));
+            }
             let all_done = self.clients.iter().all(|c| c.crashed || c.app == App::Done);
             if all_done {
                 // Let cleanup finish (releases, queue entries, container reaping),
@@ -465,14 +501,21 @@ impl World {
             Backend::Redis => {
                 // Far in the future, everything with a TTL is gone; nothing
                 // may be left without one, not even the fence counter.
-                self.out.leftovers = self.redis.key_count(now);
+                self.out.leftovers = match self.sc.semaphore {
+                    None => self.redis.key_count(now),
+                    Some(n) => self.sem_leftovers(now, n),
+                };
                 for (t, field, token, key) in self.redis.grants.clone() {
-                    let c = self.fields.iter().position(|f| *f == field).unwrap();
+                    // `<client id>:<owner>`: a semaphore's owners are many.
+                    let client = |f: &str| f.rsplit_once(':').map(|(id, _)| id.to_owned());
+                    let c = self.fields.iter().position(|f| client(f) == client(&field)).unwrap();
                     let lock = LOCKS.iter().position(|l| *l == key).expect("a grant of a simulated lock");
                     self.out.server_grants.push((t, c, token, lock));
                     self.out.server_tokens[c].push((lock, token));
                 }
                 self.out.releases = self.redis.releases;
+                self.out.sem_breaks = std::mem::take(&mut self.redis.sem_breaks);
+                self.out.sem_handoffs = self.redis.sem_handoffs;
             }
             Backend::ZooKeeper => {
                 // Crashed clients' sessions expire in time; what counts is
@@ -488,6 +531,64 @@ impl World {
             }
         }
         self.out
+    }
+
+    /// Semaphores: what is left at `now`, long after the run. A probe
+    /// acquire of all `n` permits (a try) must be granted, as it is when no
+    /// permit leaked, and its leave must leave only the counter back at `n`
+    /// and the recorded number `n` (both without a TTL): no permit id held,
+    /// no queue entry, nothing else.
+    fn sem_leftovers(&mut self, now: u64, n: u32) -> usize {
+        let mut left = 0;
+        let grants = self.redis.grants.len();
+        for name in LOCKS {
+            let k = polylock_core::redis::RedisKeys::of_semaphore(&LockName::new(name).unwrap());
+            let keys: Vec<String> = [k.lock(), k.fence(), k.queue(), k.queue_deadline()]
+                .into_iter()
+                .chain(k.permit_timeouts())
+                .chain(k.permit_total())
+                .map(str::to_owned)
+                .collect();
+            let (holder, lease) = ("probe:1".to_owned(), self.sc.lease_ms.to_string());
+            let member = format!("p{n}|{holder}|0|{lease}");
+            let all = n.to_string();
+            let args = [&holder, &lease, "0", &lease, k.channel(), &member, &all, &all].map(|a| a.to_owned());
+            let fx = self.redis.eval(now, "polylock_sem_acquire", &keys, &args);
+            let granted = matches!(&fx.reply, Reply::Redis(polylock_core::RedisValue::Array(v))
+                if matches!(v.as_slice(), [polylock_core::RedisValue::Int(1), _]));
+            // Refused for fewer permits while no number is recorded: the
+            // recorded number and held ids were both lost, and the server
+            // looks like a Redisson semaphore of fewer permits. Refusing
+            // (not guessing) is the documented answer; counted apart.
+            let unrecorded = !self.redis.has_key(now, k.permit_total().unwrap())
+                && matches!(&fx.reply, Reply::Redis(polylock_core::RedisValue::Array(v))
+                    if matches!(v.as_slice(), [polylock_core::RedisValue::Int(-1), polylock_core::RedisValue::Int(m)] if *m < i64::from(n)));
+            if unrecorded {
+                self.out.sem_unrecorded += 1;
+                self.redis.del(k.lock());
+            } else if !granted {
+                if self.trace {
+                    eprintln!("left: a probe of {n} permits of {name} got {:?}", fx.reply);
+                }
+                left += 1;
+            }
+            let args = [&holder, k.channel(), k.channel(), &member, "", &all].map(|a| a.to_owned());
+            self.redis.eval(now, "polylock_sem_leave", &keys[..5], &args);
+            for key in [k.lock(), k.permit_total().unwrap()] {
+                if let Some(v) = self.redis.counter(now, key) {
+                    if v != i64::from(n) {
+                        if self.trace {
+                            eprintln!("left: {key} = {v}, not {n}");
+                        }
+                        left += 1;
+                    }
+                    self.redis.del(key);
+                }
+            }
+        }
+        self.redis.grants.truncate(grants);
+        // The fence the probe set expires with the probe's lease.
+        left + self.redis.key_count(now + 10 * self.sc.lease_ms)
     }
 
     fn step(&mut self, ev: Ev) {
@@ -547,7 +648,8 @@ impl World {
                     let now = self.local_now(c);
                     let name = LOCKS[self.out.beliefs[belief].lock];
                     let mode = self.out.beliefs[belief].mode;
-                    let r = self.clients[c].t.release(now, name, mode, OwnerId(1), None);
+                    let owner = self.clients[c].owner;
+                    let r = self.clients[c].t.release(now, name, mode, owner, None);
                     // A holder whose deadline passed while it was paused learns
                     // of the loss on release; anything else is a bug.
                     assert!(
@@ -713,6 +815,11 @@ impl World {
             self.clients[c].app = App::Done;
             return;
         }
+        if self.mismatch_of(c).is_some() && !self.redis.has_key(self.now, &permit_record(LOCKS[self.clients[c].lock])) {
+            // The mismatched client comes once the run's number is recorded.
+            self.at(self.now + 20, Ev::AppStart { c });
+            return;
+        }
         let mut opts = AcquireOptions::default();
         if self.rng.chance(self.sc.no_wait_per_mille) {
             opts.no_wait = true;
@@ -731,14 +838,29 @@ impl World {
             Some(_) => LockMode::Read,
         };
         let name = LockName::new(LOCKS[self.clients[c].lock]).unwrap();
-        let mode = self.clients[c].mode;
-        let ticket = self.clients[c].t.acquire(now, &name, mode, OwnerId(1), opts, nonce).expect("acquire accepted");
+        self.clients[c].owner = OwnerId(1);
+        if let Some(n) = self.sc.semaphore {
+            let total = self.mismatch_of(c).unwrap_or(n);
+            self.clients[c].mode = LockMode::Semaphore;
+            // Each acquire its own owner, as the runtime makes them.
+            self.clients[c].owner = OwnerId(self.clients[c].nonce_seq as u64);
+            self.clients[c].ask = self.rng.range(1, u64::from(total)) as u32;
+            opts.permits = Some(PermitRequest { total, count: self.clients[c].ask });
+        }
+        self.clients[c].asked = self.now;
+        let (mode, owner) = (self.clients[c].mode, self.clients[c].owner);
+        let ticket = self.clients[c].t.acquire(now, &name, mode, owner, opts, nonce).expect("acquire accepted");
         self.clients[c].app = App::Waiting(ticket);
         if self.rng.chance(self.sc.cancel_per_mille) {
             let t = self.now + self.rng.range(0, 200);
             self.at(t, Ev::AppCancel { c, ticket });
         }
         self.drain(c);
+    }
+
+    /// The other number of permits client `c` was made with, if it is the mismatched one.
+    fn mismatch_of(&self, c: usize) -> Option<u32> {
+        self.sc.mismatch.filter(|_| self.sc.semaphore.is_some() && c + 1 == self.sc.clients)
     }
 
     fn cycle_done(&mut self, c: usize) {
@@ -856,7 +978,7 @@ impl World {
         let reply = match self.sc.backend {
             Backend::Redis => match &cmd.op {
                 Op::Redis(RedisOp::Eval { script, keys, args }) => {
-                    let fx = self.redis.eval(self.now, script.name, keys, args);
+                    let fx = self.eval_watched(c, script.name, keys, args);
                     for (ch, payload) in fx.publish {
                         self.publish(&ch, &payload);
                     }
@@ -865,7 +987,7 @@ impl World {
                 // The script, then WAIT: every replica asked for acknowledges,
                 // or (as often as the server refuses) none does.
                 Op::Redis(RedisOp::EvalAcked { script, keys, args, replicas, .. }) => {
-                    let fx = self.redis.eval(self.now, script.name, keys, args);
+                    let fx = self.eval_watched(c, script.name, keys, args);
                     for (ch, payload) in fx.publish {
                         self.publish(&ch, &payload);
                     }
@@ -929,6 +1051,26 @@ impl World {
         }
     }
 
+    /// Runs a script; a semaphore acquire of the mismatched client must be
+    /// refused, and leave the server as it was but for the reclaim of
+    /// expired permits that every script starts with.
+    fn eval_watched(&mut self, c: usize, script: &str, keys: &[String], args: &[String]) -> redis_model::Effects {
+        let watched = self.mismatch_of(c).is_some() && script == "polylock_sem_acquire";
+        let expected = watched.then(|| self.redis.reclaimed(self.now, &keys[0], &keys[4]));
+        let fx = self.redis.eval(self.now, script, keys, args);
+        if let Some(expected) = expected {
+            let refused = matches!(&fx.reply, Reply::Redis(polylock_core::RedisValue::Array(v))
+                if matches!(v.as_slice(), [polylock_core::RedisValue::Int(-1), _]));
+            if !refused {
+                self.out.mismatch_changes.push(format!("{} ms: not refused: {:?}", self.now, fx.reply));
+            }
+            if self.redis.live_keys(self.now) != expected {
+                self.out.mismatch_changes.push(format!("{} ms: the refused acquire changed the server", self.now));
+            }
+        }
+        fx
+    }
+
     /// What a server that cannot serve for now answers, as its driver passes it on.
     fn transient_error(&mut self) -> String {
         let texts: &[&str] = match self.sc.backend {
@@ -973,7 +1115,17 @@ impl World {
                 assert_eq!(self.clients[c].lock, lock, "grant of {ticket:?} under another name");
                 let b = self.out.beliefs.len();
                 let mode = self.clients[c].mode;
-                self.out.beliefs.push(Belief { client: c, lock, mode, token: token.0, start: self.now, end: None });
+                let (permits, asked) = (self.clients[c].ask, self.clients[c].asked);
+                self.out.beliefs.push(Belief {
+                    client: c,
+                    lock,
+                    mode,
+                    permits,
+                    asked,
+                    token: token.0,
+                    start: self.now,
+                    end: None,
+                });
                 self.clients[c].app = App::Holding(b);
                 let hold = self.rng.range(self.sc.hold_ms.0, self.sc.hold_ms.1);
                 if mode != LockMode::Read {
@@ -983,7 +1135,10 @@ impl World {
                 self.at(self.now + hold, Ev::AppRelease { c, belief: b });
             }
             Event::Granted { .. } => {}
-            Event::Failed { ticket, .. } if self.clients[c].app == App::Waiting(ticket) => self.cycle_done(c),
+            Event::Failed { ticket, error, .. } if self.clients[c].app == App::Waiting(ticket) => {
+                self.out.failures.push((c, error));
+                self.cycle_done(c)
+            }
             Event::Lost { token, .. } => {
                 if let App::Holding(b) = self.clients[c].app {
                     // Only the lock it believes it holds can be lost: a name
@@ -998,6 +1153,11 @@ impl World {
             _ => {}
         }
     }
+}
+
+/// Where polylock records a semaphore's number of permits (`RedisKeys::of_semaphore`).
+pub fn permit_record(name: &str) -> String {
+    polylock_core::redis::RedisKeys::of_semaphore(&LockName::new(name).unwrap()).permit_total().unwrap().to_owned()
 }
 
 fn failed() -> Reply {
@@ -1116,6 +1276,40 @@ pub fn check_tokens_in_grant_order(out: &Outcome) -> Result<(), String> {
     }
     Ok(())
 }
+/// Semaphores: at no instant did the holders believe they held more than
+/// `n` permits of a name between them (each grant counts its `k`); and a
+/// grant that could not have been held beside an earlier one (their asks
+/// exceed `n` together) carries a greater token. Valid without pauses and
+/// server-side loss of state, as [`check_no_overlap`].
+pub fn check_permits(out: &Outcome, n: u32) -> Result<(), String> {
+    for lock in locks_of(out) {
+        let mut spans: Vec<&Belief> = out.beliefs.iter().filter(|b| b.lock == lock).collect();
+        spans.sort_by_key(|b| b.start);
+        for (i, a) in spans.iter().enumerate() {
+            // At `a`'s start, every earlier span not yet ended is held beside it.
+            let held: u32 = spans[..i].iter().filter(|b| b.end.is_none_or(|e| e > a.start)).map(|b| b.permits).sum();
+            if held + a.permits > n {
+                return Err(format!(
+                    "{}: client {} granted {} permits at {} while {held} of {n} were held",
+                    LOCKS[lock], a.client, a.permits, a.start
+                ));
+            }
+            for b in &spans[i + 1..] {
+                if a.permits + b.permits > n && b.token <= a.token {
+                    return Err(format!(
+                        "{}: token {} ({} permits) granted after token {} ({} permits) of {n}",
+                        LOCKS[lock], b.token, b.permits, a.token, a.permits
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(b) = out.sem_breaks.first() {
+        return Err(format!("the permits do not add up: {b}"));
+    }
+    Ok(())
+}
+
 /// Every client that did not crash finished all its cycles.
 pub fn check_liveness(out: &Outcome) -> Result<(), String> {
     if out.livelock {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use polylock_core::{RedisValue, Reply};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 enum Value {
     Hash(BTreeMap<String, i64>),
     Counter(i64),
@@ -28,10 +28,15 @@ pub struct RedisModel {
     pub releases: u64,
     /// The last value the server's clock gave, in microseconds.
     last_us: i64,
+    /// Semaphores: grants made by handing freed permits to a queued waiter.
+    pub sem_handoffs: u64,
+    /// Semaphores: after a script, the free and held permits did not add up
+    /// to the recorded number (what each script keeps, unless state is lost).
+    pub sem_breaks: Vec<String>,
 }
 
 /// The key space at one moment.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Snapshot(HashMap<String, (Value, Option<u64>)>);
 
 pub struct Effects {
@@ -145,6 +150,17 @@ impl RedisModel {
             "polylock_rw_acquire" => self.rw_acquire(now, keys, args),
             "polylock_rw_leave" => self.rw_leave(now, keys, args, &mut publish),
             "polylock_rw_renew" => self.rw_renew(now, keys, args),
+            "polylock_sem_acquire" => {
+                let r = self.sem_acquire(now, keys, args, &mut publish);
+                self.sem_check(now, keys, script);
+                r
+            }
+            "polylock_sem_leave" => {
+                let r = self.sem_leave(now, keys, args, &mut publish);
+                self.sem_check(now, keys, script);
+                r
+            }
+            "polylock_sem_renew" => self.sem_renew(now, keys, args),
             "polylock_renew" => {
                 let lease: u64 = args[1].parse().unwrap();
                 if self.hexists(now, &keys[0], &args[0]) {
@@ -469,6 +485,303 @@ impl RedisModel {
             self.pexpire(now, &k[0], lease);
         }
         RedisValue::Int(1)
+    }
+
+    // ---- the semaphore's scripts (sem_scripts.rs), line for line -------
+    // KEYS: counter, fence, queue, queue deadlines, permit expiries (and
+    // ACQUIRE's recorded number of permits). The counter and the recorded
+    // number are strings in Redis, counters here.
+
+    fn get_int(&mut self, now: u64, key: &str) -> Option<i64> {
+        match self.live(now, key) {
+            Some(Value::Counter(c)) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// SET without options: the value, and no TTL.
+    fn set_int(&mut self, key: &str, v: i64) {
+        self.keys.insert(key.to_owned(), (Value::Counter(v), None));
+    }
+
+    /// INCRBY (DECRBY with `-n`): a missing key counts as 0; the TTL stays.
+    fn incrby(&mut self, now: u64, key: &str, n: i64) {
+        match self.live(now, key) {
+            Some(Value::Counter(c)) => *c += n,
+            Some(other) => panic!("INCRBY on {key}: {other:?}"),
+            None => self.set_int(key, n),
+        }
+    }
+
+    fn zscore(&mut self, now: u64, key: &str, member: &str) -> Option<f64> {
+        self.zset(now, key).and_then(|z| z.get(member).copied())
+    }
+
+    fn zcard(&mut self, now: u64, key: &str) -> i64 {
+        self.zset(now, key).map_or(0, |z| z.len() as i64)
+    }
+
+    /// ZREM of one member: how many it removed.
+    fn zrem_count(&mut self, now: u64, key: &str, member: &str) -> i64 {
+        let had = self.zscore(now, key, member).is_some();
+        self.zrem(now, key, member);
+        had as i64
+    }
+
+    /// ZADD XX: updates a member's score, adds nothing.
+    fn zadd_xx(&mut self, now: u64, key: &str, member: &str, score: f64) {
+        if let Some(s) = self.zset(now, key).and_then(|z| z.get_mut(member)) {
+            *s = score;
+        }
+    }
+
+    /// The prelude's reclaim: the permits whose expiry is in 0..=now
+    /// (ZRANGEBYSCORE's bounds are inclusive) go back to the counter.
+    /// Returns `#expired`.
+    pub fn sem_reclaim(&mut self, now: u64, counter: &str, expiries: &str) -> i64 {
+        let expired: Vec<String> = match self.zset(now, expiries) {
+            Some(z) => z.iter().filter(|(_, s)| **s >= 0.0 && **s <= now as f64).map(|(m, _)| m.clone()).collect(),
+            None => Vec::new(),
+        };
+        if !expired.is_empty() {
+            for m in &expired {
+                self.zrem(now, expiries, m);
+            }
+            self.sem_give_back(now, counter, expired.len() as i64);
+        }
+        expired.len() as i64
+    }
+
+    /// `give_back`: INCRBY only on a counter that exists (a missing one is
+    /// rebuilt by the next acquire from the permits still held).
+    fn sem_give_back(&mut self, now: u64, counter: &str, n: i64) {
+        if n > 0 && self.exists(now, counter) {
+            self.incrby(now, counter, n);
+        }
+    }
+
+    /// `available()`: GET of the counter, 0 when missing.
+    fn sem_available(&mut self, now: u64, counter: &str) -> i64 {
+        self.get_int(now, counter).unwrap_or(0)
+    }
+
+    /// `token_for`: the next token; the fence keeps the longer of its TTL and the lease.
+    fn sem_token_for(&mut self, now: u64, now_us: i64, fence: &str, lease: u64) -> i64 {
+        let px = self.pttl(now, fence).max(lease as i64) as u64;
+        self.next_token(now, now_us, fence, px)
+    }
+
+    /// `take`: `k` permits for `holder` until now + lease, with the next token.
+    fn sem_take(&mut self, now: u64, now_us: i64, k: &[String], holder: &str, n: i64, lease: u64) -> i64 {
+        self.incrby(now, &k[0], -n);
+        let expiry = (now + lease) as f64;
+        for i in 1..=n {
+            self.zadd(now, &k[4], &format!("{holder}:{i}"), expiry, false);
+        }
+        let token = self.sem_token_for(now, now_us, &k[1], lease);
+        self.grants.push((now, holder.to_owned(), token as u64, k[0].clone()));
+        token
+    }
+
+    /// `string.match(m, '^p(%d+)|(.*)|[^|]*|(%d+)$')`: (k, holder, lease).
+    /// `.*` is greedy, so the holder runs to the member's last pipe but one.
+    fn sem_member(m: &str) -> Option<(i64, String, u64)> {
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        let (k, rest) = m.strip_prefix('p')?.split_once('|')?;
+        let (rest, lease) = rest.rsplit_once('|')?;
+        let (holder, _claim) = rest.rsplit_once('|')?;
+        (digits(k) && digits(lease)).then(|| (k.parse().unwrap(), holder.to_owned(), lease.parse().unwrap()))
+    }
+
+    /// `hand_on`: grants the front waiters while the first one's ask fits.
+    /// Returns the live queue left and the token granted to `me`, if it was.
+    fn sem_hand_on(
+        &mut self,
+        now: u64,
+        now_us: i64,
+        k: &[String],
+        prefix: &str,
+        me: Option<&str>,
+        publish: &mut Vec<(String, String)>,
+    ) -> (Vec<String>, Option<i64>) {
+        let (mut left, mut mine, mut blocked) = (Vec::new(), None, false);
+        for m in self.rw_live_queue(now, &k[2], &k[3]) {
+            let parsed = Self::sem_member(&m);
+            let fits = parsed.as_ref().is_some_and(|(n, _, _)| *n <= self.sem_available(now, &k[0]));
+            if blocked || !fits {
+                blocked = true;
+                left.push(m);
+                continue;
+            }
+            let (n, holder, lease) = parsed.unwrap();
+            let token = self.sem_take(now, now_us, k, &holder, n, lease);
+            self.zrem(now, &k[2], &m);
+            self.zrem(now, &k[3], &m);
+            if me == Some(m.as_str()) {
+                mine = Some(token);
+            } else {
+                publish.push((format!("{prefix}:{m}"), token.to_string()));
+                self.wakeups_sent += 1;
+                self.sem_handoffs += 1;
+            }
+        }
+        (left, mine)
+    }
+
+    /// `next_expiry`: ms until the earliest held permit expires, -1 if none.
+    fn sem_next_expiry(&mut self, now: u64, expiries: &str) -> i64 {
+        match self.zfirst(now, expiries) {
+            Some(m) => (self.zscore(now, expiries, &m).unwrap() as i64 - now as i64).max(1),
+            None => -1,
+        }
+    }
+
+    fn sem_acquire(&mut self, now: u64, k: &[String], a: &[String], publish: &mut Vec<(String, String)>) -> RedisValue {
+        self.acquire_calls += 1;
+        let now_us = self.time_us(now);
+        self.sem_reclaim(now, &k[0], &k[4]);
+        let (holder, lease, wait, wttl, prefix, member) =
+            (&a[0], a[1].parse::<u64>().unwrap(), a[2].as_str(), a[3].parse::<u64>().unwrap(), &a[4], &a[5]);
+        let (total, ask): (i64, i64) = (a[6].parse().unwrap(), a[7].parse().unwrap());
+        let int = |v: i64| RedisValue::Int(v);
+        let recorded = self.get_int(now, &k[5]);
+        if let Some(r) = recorded.filter(|r| *r != total) {
+            return RedisValue::Array(vec![int(-1), int(r)]);
+        }
+        if !self.exists(now, &k[0]) {
+            // First use (or the counter was lost): permits still held stay held.
+            let held = self.zcard(now, &k[4]);
+            self.set_int(&k[0], total - held);
+            self.set_int(&k[5], total);
+        } else if recorded.is_none() {
+            let found = self.sem_available(now, &k[0]) + self.zcard(now, &k[4]);
+            if found != total {
+                return RedisValue::Array(vec![int(-1), int(found)]);
+            }
+            self.set_int(&k[5], total);
+        } else if self.sem_available(now, &k[0]) + self.zcard(now, &k[4]) < total {
+            // Held ids lost without their permits given back: free again.
+            let held = self.zcard(now, &k[4]);
+            self.set_int(&k[0], total - held);
+        }
+        // Ours already (a grant whose reply was lost): renewed, with a new token.
+        let ids: Vec<String> = (1..=ask).map(|i| format!("{holder}:{i}")).collect();
+        let held = ids.iter().filter(|id| self.zscore(now, &k[4], id).is_some()).count() as i64;
+        if held == ask {
+            for id in &ids {
+                self.zadd_xx(now, &k[4], id, (now + lease) as f64);
+            }
+            let token = self.sem_token_for(now, now_us, &k[1], lease);
+            self.grants.push((now, holder.clone(), token as u64, k[0].clone()));
+            return RedisValue::Array(vec![int(1), int(token)]);
+        } else if held > 0 {
+            // Part of an earlier grant of ours expired: give back the rest.
+            for id in &ids {
+                let n = self.zrem_count(now, &k[4], id);
+                self.sem_give_back(now, &k[0], n);
+            }
+        }
+        let (left, mine) = self.sem_hand_on(now, now_us, k, prefix, Some(member), publish);
+        if let Some(token) = mine {
+            return RedisValue::Array(vec![int(1), int(token)]);
+        }
+        let ahead = left.iter().position(|m| m == member).unwrap_or(left.len());
+        if ahead == 0 && self.sem_available(now, &k[0]) >= ask {
+            self.zrem(now, &k[2], member);
+            self.zrem(now, &k[3], member);
+            return RedisValue::Array(vec![int(1), int(self.sem_take(now, now_us, k, holder, ask, lease))]);
+        }
+        if wait == "0" {
+            return RedisValue::Array(vec![int(0), int(self.sem_next_expiry(now, &k[4])), int(0)]);
+        }
+        let upkeep = match wait {
+            "1" => true,
+            "2" => self.zscore(now, &k[3], member).unwrap_or(0.0) <= now as f64,
+            _ => false,
+        };
+        if upkeep {
+            self.zadd(now, &k[2], member, now_us as f64, true);
+            self.zadd(now, &k[3], member, (now + wttl) as f64, false);
+            for key in [&k[2], &k[3]] {
+                if self.pttl(now, key) < wttl as i64 {
+                    self.pexpire(now, key, wttl);
+                }
+            }
+        }
+        RedisValue::Array(vec![int(0), int(self.sem_next_expiry(now, &k[4])), int((ahead == 0) as i64)])
+    }
+
+    fn sem_leave(&mut self, now: u64, k: &[String], a: &[String], publish: &mut Vec<(String, String)>) -> RedisValue {
+        let now_us = self.time_us(now);
+        let expired = self.sem_reclaim(now, &k[0], &k[4]);
+        let (holder, channel, prefix, member, shard) = (&a[0], &a[1], &a[2], &a[3], &a[4]);
+        let ask: i64 = a[5].parse().unwrap();
+        let mut freed = 0;
+        for i in 1..=ask {
+            freed += self.zrem_count(now, &k[4], &format!("{holder}:{i}"));
+        }
+        self.sem_give_back(now, &k[0], freed);
+        if freed > 0 {
+            self.releases += 1;
+        }
+        self.zrem(now, &k[2], member);
+        self.zrem(now, &k[3], member);
+        // Always: our leaving the queue's front can let smaller asks behind us in.
+        self.sem_hand_on(now, now_us, k, prefix, None, publish);
+        let free = self.sem_available(now, &k[0]);
+        if (freed > 0 || expired > 0) && free > 0 {
+            publish.push((channel.clone(), free.to_string()));
+            if !shard.is_empty() {
+                publish.push((format!("shard:{shard}"), free.to_string()));
+            }
+        }
+        RedisValue::Int((freed > 0) as i64)
+    }
+
+    fn sem_renew(&mut self, now: u64, k: &[String], a: &[String]) -> RedisValue {
+        self.time_us(now);
+        let (holder, lease, ask) = (&a[0], a[1].parse::<u64>().unwrap(), a[2].parse::<i64>().unwrap());
+        for i in 1..=ask {
+            if self.zscore(now, &k[0], &format!("{holder}:{i}")).is_none_or(|e| e <= now as f64) {
+                return RedisValue::Int(0);
+            }
+        }
+        for i in 1..=ask {
+            self.zadd_xx(now, &k[0], &format!("{holder}:{i}"), (now + lease) as f64);
+        }
+        RedisValue::Int(1)
+    }
+
+    /// After a semaphore script: free plus held permits is the recorded
+    /// number, and the counter is never negative (for the oracles; state
+    /// lost behind the scripts' back breaks it).
+    fn sem_check(&mut self, now: u64, k: &[String], script: &str) {
+        // LEAVE does not name the recorded number's key: the sim's names hold no `}`.
+        let record = k.get(5).cloned().unwrap_or_else(|| format!("polylock_permits:{{{}}}", k[0]));
+        let Some(total) = self.get_int(now, &record) else { return };
+        let Some(free) = self.get_int(now, &k[0]) else { return };
+        let held = self.zcard(now, &k[4]);
+        if free < 0 || free + held != total {
+            self.sem_breaks.push(format!("{now} ms after {script}: {free} free + {held} held != {total} permits"));
+        }
+    }
+
+    /// Keys live at `now` (for comparing states).
+    pub fn live_keys(&self, now: u64) -> Snapshot {
+        let live = self.keys.iter().filter(|(_, (_, exp))| exp.is_none_or(|e| e > now));
+        Snapshot(live.map(|(k, v)| (k.clone(), v.clone())).collect())
+    }
+
+    /// The key space as the prelude's reclaim would leave it at `now`.
+    pub fn reclaimed(&self, now: u64, counter: &str, expiries: &str) -> Snapshot {
+        let mut copy = RedisModel { keys: self.keys.clone(), ..RedisModel::default() };
+        copy.sem_reclaim(now, counter, expiries);
+        copy.live_keys(now)
+    }
+
+    /// A counter's value (for oracles).
+    pub fn counter(&mut self, now: u64, key: &str) -> Option<i64> {
+        self.get_int(now, key)
     }
 
     /// The server's `TIME` in microseconds. The model's clock counts

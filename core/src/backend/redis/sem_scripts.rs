@@ -13,6 +13,12 @@
 //! permits once its lease runs out. Expiries are the server's clock
 //! (Redisson scores with its caller's: a Redisson client whose clock runs
 //! ahead of the server's sees our permits expire early, by the offset).
+//! Free plus held permits is `N` after every script; when data is lost
+//! behind the scripts' back, the next acquire restores it: a missing
+//! counter is rebuilt as `N` less the held permits (permits given back
+//! meanwhile go to no counter, which INCRBY would make anew at just
+//! those), and a counter short of that (held ids lost without their
+//! permits) is raised to it.
 //! `polylock_permits:K` records the number of permits; a client made with
 //! another number is refused and changes nothing. Waiters queue in
 //! `polylock_semqueue:K` (members `p<k>|<holder id>|<claim id>|<lease ms>`),
@@ -29,11 +35,20 @@ macro_rules! sem_prelude {
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- Gives n permits (their ids already removed) back to the counter. A
+-- missing counter stays missing: the next acquire rebuilds it as N less
+-- the permits still held; INCRBY would make it n alone, and the permits
+-- held elsewhere would be lost for good.
+local function give_back(n)
+  if n > 0 and redis.call('EXISTS', KEYS[1]) == 1 then
+    redis.call('INCRBY', KEYS[1], n)
+  end
+end
 -- Permits whose lease ran out go back to the counter (Redisson's rule).
 local expired = redis.call('ZRANGEBYSCORE', KEYS[5], 0, now)
 if #expired > 0 then
   redis.call('ZREM', KEYS[5], unpack(expired))
-  redis.call('INCRBY', KEYS[1], #expired)
+  give_back(#expired)
 end
 local function available()
   return tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -102,7 +117,7 @@ end
 pub static SEM_ACQUIRE: Script = Script {
     name: "polylock_sem_acquire",
     source: concat!(
-        "-- polylock sem acquire v1\n",
+        "-- polylock sem acquire v2\n",
         sem_prelude!(),
         r#"
 local total, k = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -117,6 +132,10 @@ elseif not recorded then
   local found = available() + redis.call('ZCARD', KEYS[5])
   if found ~= total then return {-1, found} end
   redis.call('SET', KEYS[6], total)
+elseif available() + redis.call('ZCARD', KEYS[5]) < total then
+  -- Held ids lost without their permits given back (the set deleted or
+  -- evicted): those permits are free again, or they would be lost for good.
+  redis.call('SET', KEYS[1], total - redis.call('ZCARD', KEYS[5]))
 end
 -- Ours already (a grant whose reply was lost): renewed, with a new token.
 local held = 0
@@ -131,7 +150,7 @@ if held == k then
 elseif held > 0 then
   -- Part of an earlier grant of ours expired: give back the rest.
   for i = 1, k do
-    redis.call('INCRBY', KEYS[1], redis.call('ZREM', KEYS[5], ARGV[1] .. ':' .. i))
+    give_back(redis.call('ZREM', KEYS[5], ARGV[1] .. ':' .. i))
   end
 end
 local mine = hand_on(ARGV[5], ARGV[6])
@@ -181,14 +200,14 @@ return {0, next_expiry(), first}
 pub static SEM_LEAVE: Script = Script {
     name: "polylock_sem_leave",
     source: concat!(
-        "-- polylock sem leave v1\n",
+        "-- polylock sem leave v2\n",
         sem_prelude!(),
         r#"
 local freed = 0
 for i = 1, tonumber(ARGV[6]) do
   freed = freed + redis.call('ZREM', KEYS[5], ARGV[1] .. ':' .. i)
 end
-if freed > 0 then redis.call('INCRBY', KEYS[1], freed) end
+give_back(freed)
 redis.call('ZREM', KEYS[3], ARGV[4])
 redis.call('ZREM', KEYS[4], ARGV[4])
 -- Always: our leaving the queue's front can let smaller asks behind us in.
