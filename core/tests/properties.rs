@@ -168,8 +168,8 @@ fn with_mismatch(mut sc: Scenario, seed: u64) -> Scenario {
     sc
 }
 
-fn sem_permits(seed: u64) -> Result<(), String> {
-    let sc = with_mismatch(semaphore(no_pause_faults(Backend::Redis, seed), seed), seed);
+fn sem_permits(backend: Backend, seed: u64) -> Result<(), String> {
+    let sc = with_mismatch(semaphore(no_pause_faults(backend, seed), seed), seed);
     let (n, other, odd) = (sc.semaphore.unwrap(), sc.mismatch.unwrap(), sc.clients - 1);
     let out = World::new(sc, seed).run();
     check_permits(&out, n)?;
@@ -196,13 +196,13 @@ fn check_sem_mismatch(out: &Outcome, n: u32, other: u32, odd: usize) -> Result<(
     }
 }
 
-fn sem_fencing(seed: u64) -> Result<(), String> {
-    let out = World::new(semaphore(all_faults(Backend::Redis, seed), seed), seed).run();
+fn sem_fencing(backend: Backend, seed: u64) -> Result<(), String> {
+    let out = World::new(semaphore(all_faults(backend, seed), seed), seed).run();
     check_fencing(&out)
 }
 
-fn sem_liveness(seed: u64) -> Result<Outcome, String> {
-    let mut sc = semaphore(all_faults(Backend::Redis, seed), seed);
+fn sem_liveness(backend: Backend, seed: u64) -> Result<Outcome, String> {
+    let mut sc = semaphore(all_faults(backend, seed), seed);
     sc.time_cap_ms = 120_000;
     let out = World::new(sc, seed).run();
     check_liveness(&out)?;
@@ -464,11 +464,16 @@ proptest! {
     #[test]
     fn p8_rw_liveness_zookeeper(seed in any::<u64>()) { rw_liveness(Backend::ZooKeeper, seed).map_err(TestCaseError::fail)?; }
     #[test]
-    fn p9_sem_permits_redis(seed in any::<u64>()) { sem_permits(seed).map_err(TestCaseError::fail)?; }
+    fn p9_sem_permits_redis(seed in any::<u64>()) { sem_permits(Backend::Redis, seed).map_err(TestCaseError::fail)?; }
     #[test]
-    fn p9_sem_fencing_redis(seed in any::<u64>()) { sem_fencing(seed).map_err(TestCaseError::fail)?; }
+    fn p9_sem_fencing_redis(seed in any::<u64>()) { sem_fencing(Backend::Redis, seed).map_err(TestCaseError::fail)?; }
     #[test]
-    fn p9_sem_liveness_redis(seed in any::<u64>()) { sem_liveness(seed).map_err(TestCaseError::fail)?; }
+    fn p9_sem_liveness_redis(seed in any::<u64>()) { sem_liveness(Backend::Redis, seed).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p9_sem_permits_zookeeper(seed in any::<u64>()) { sem_permits(Backend::ZooKeeper, seed).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p9_sem_fencing_zookeeper(seed in any::<u64>()) { sem_fencing(Backend::ZooKeeper, seed).map_err(TestCaseError::fail)?; }
+
     #[test]
     fn p5_reentrancy_redis(steps in prop::collection::vec(step(), 1..40)) { reentrancy(Backend::Redis, steps)?; }
     #[test]
@@ -583,13 +588,13 @@ fn sem_runs_contend_share_and_refuse() {
 #[test]
 fn a_lost_counter_or_lost_permit_ids_never_leak_permits() {
     for seed in [4_521_076_651_115_890_270, 13_099_179_382_580_066_594, 1_118_942_551_406_318_342] {
-        sem_liveness(seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        sem_liveness(Backend::Redis, seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     }
     // The counter and the recorded number both lost while permits were
     // held: the reclaim's INCRBY made the counter anew (at the reclaimed
     // permits alone), and with no number recorded the server looked like
     // a Redisson semaphore of fewer permits: every acquire was refused.
     // Given back to no counter, the next acquire sets both up again.
-    let out = sem_liveness(137).unwrap();
+    let out = sem_liveness(Backend::Redis, 137).unwrap();
     assert_eq!(out.sem_unrecorded, 0, "seed 137: the probe was refused as a mismatch");
 }

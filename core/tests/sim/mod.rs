@@ -736,7 +736,9 @@ impl World {
                 }
             }
             Ev::Reap => {
-                self.zk.reap_containers();
+                let mut fired = Vec::new();
+                self.zk.reap_containers(&mut fired);
+                self.fire(fired);
                 if self.clients.iter().any(|c| !c.crashed && c.app != App::Done) {
                     self.at(self.now + 50, Ev::Reap);
                 }

@@ -593,8 +593,9 @@ impl RedisModel {
         (digits(k) && digits(lease)).then(|| (k.parse().unwrap(), holder.to_owned(), lease.parse().unwrap()))
     }
 
-    /// `hand_on`: grants the front waiters while the first one's ask fits.
-    /// Returns the live queue left and the token granted to `me`, if it was.
+    /// `hand_on`: grants the waiters at the queue's front while the first
+    /// one's ask fits, dropping dead ones on the way; stops at the first
+    /// live waiter that does not fit. Returns the token granted to `me`.
     fn sem_hand_on(
         &mut self,
         now: u64,
@@ -603,29 +604,35 @@ impl RedisModel {
         prefix: &str,
         me: Option<&str>,
         publish: &mut Vec<(String, String)>,
-    ) -> (Vec<String>, Option<i64>) {
-        let (mut left, mut mine, mut blocked) = (Vec::new(), None, false);
-        for m in self.rw_live_queue(now, &k[2], &k[3]) {
-            let parsed = Self::sem_member(&m);
-            let fits = parsed.as_ref().is_some_and(|(n, _, _)| *n <= self.sem_available(now, &k[0]));
-            if blocked || !fits {
-                blocked = true;
-                left.push(m);
-                continue;
+    ) -> Option<i64> {
+        let mut mine = None;
+        loop {
+            let Some(m) = self.zfirst(now, &k[2]) else { return mine };
+            let deadline = self.zscore(now, &k[3], &m);
+            if deadline.is_some_and(|d| d > now as f64) {
+                let available = self.sem_available(now, &k[0]);
+                let Some((n, holder, lease)) = Self::sem_member(&m).filter(|(n, _, _)| *n <= available) else {
+                    return mine;
+                };
+                let token = self.sem_take(now, now_us, k, &holder, n, lease);
+                if me == Some(m.as_str()) {
+                    mine = Some(token);
+                } else {
+                    publish.push((format!("{prefix}:{m}"), token.to_string()));
+                    self.wakeups_sent += 1;
+                    self.sem_handoffs += 1;
+                }
             }
-            let (n, holder, lease) = parsed.unwrap();
-            let token = self.sem_take(now, now_us, k, &holder, n, lease);
             self.zrem(now, &k[2], &m);
             self.zrem(now, &k[3], &m);
-            if me == Some(m.as_str()) {
-                mine = Some(token);
-            } else {
-                publish.push((format!("{prefix}:{m}"), token.to_string()));
-                self.wakeups_sent += 1;
-                self.sem_handoffs += 1;
-            }
         }
-        (left, mine)
+    }
+
+    /// ZRANK: the member's place in score order (ties by member), if there.
+    fn zrank(&mut self, now: u64, key: &str, member: &str) -> Option<usize> {
+        let z = self.zset(now, key)?;
+        let score = *z.get(member)?;
+        Some(z.iter().filter(|(m, s)| **s < score || (**s == score && m.as_str() < member)).count())
     }
 
     /// `next_expiry`: ms until the earliest held permit expires, -1 if none.
@@ -681,14 +688,17 @@ impl RedisModel {
                 self.sem_give_back(now, &k[0], n);
             }
         }
-        let (left, mine) = self.sem_hand_on(now, now_us, k, prefix, Some(member), publish);
-        if let Some(token) = mine {
+        if let Some(token) = self.sem_hand_on(now, now_us, k, prefix, Some(member), publish) {
             return RedisValue::Array(vec![int(1), int(token)]);
         }
-        let ahead = left.iter().position(|m| m == member).unwrap_or(left.len());
+        // The queue's front is live now: anyone queued is ahead of a newcomer.
+        let rank = self.zrank(now, &k[2], member);
+        let ahead = rank.unwrap_or_else(|| self.zcard(now, &k[2]) as usize);
         if ahead == 0 && self.sem_available(now, &k[0]) >= ask {
-            self.zrem(now, &k[2], member);
-            self.zrem(now, &k[3], member);
+            if rank.is_some() {
+                self.zrem(now, &k[2], member);
+                self.zrem(now, &k[3], member);
+            }
             return RedisValue::Array(vec![int(1), int(self.sem_take(now, now_us, k, holder, ask, lease))]);
         }
         if wait == "0" {

@@ -226,7 +226,11 @@ impl ZkModel {
     }
 
     /// Container reaping: empty containers disappear (ZooKeeper does this periodically).
-    pub fn reap_containers(&mut self) {
+    /// A reaped container is deleted as any node is: its watches fire
+    /// (data and children watches on it, children watches on its parent),
+    /// as a real server's do; a waiter watching the children of a reaped
+    /// `leases` node is woken, not left to wait forever.
+    pub fn reap_containers(&mut self, fired: &mut Fired) {
         let empty: Vec<String> = self
             .nodes
             .iter()
@@ -234,7 +238,8 @@ impl ZkModel {
             .map(|(k, _)| k.clone())
             .collect();
         for p in empty {
-            self.nodes.remove(&p);
+            self.zxid += 1;
+            self.delete_node(&p, fired);
         }
     }
 
