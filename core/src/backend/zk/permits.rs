@@ -387,7 +387,14 @@ impl ZkPermitsClaim {
     /// Leasing: once every lease is answered, find the unknown ones
     /// (a plain list) or count them all (a watched list).
     fn advance(&mut self, cx: &mut Cx<'_>) {
-        if self.phase != Phase::Leasing || self.goal != Goal::Acquire || self.list.is_some() {
+        if self.goal == Goal::Leave {
+            // A lease whose create went unanswered while we leave is looked
+            // for and deleted, or it would hold a permit for nobody as long
+            // as the session lives.
+            self.advance_leave(cx);
+            return;
+        }
+        if self.phase != Phase::Leasing || self.list.is_some() {
             return;
         }
         if self.leases.iter().any(|l| matches!(l.state, LeaseState::Creating(_) | LeaseState::Reading { .. })) {
