@@ -88,7 +88,9 @@ def main() -> None:
     r.close()
 
 
-def permit_rounds(sem: polylock.Semaphore, args: argparse.Namespace, base: dict[str, object]) -> None:
+def permit_rounds(
+    sem: polylock.Semaphore, args: argparse.Namespace, base: dict[str, object]
+) -> None:
     """The semaphore rounds: a grant line, a hold, a release, a record line."""
     for _ in range(args.rounds):
         permit = sem.grant(1)
@@ -102,7 +104,8 @@ def permit_rounds(sem: polylock.Semaphore, args: argparse.Namespace, base: dict[
             permit.release()
         except polylock.LockLostError:
             lost = True
-        emit({**base, "token": token, "start_ns": start, "end_ns": end, "accepted": True, "lost": lost})
+        record = {"token": token, "start_ns": start, "end_ns": end, "accepted": True, "lost": lost}
+        emit({**base, **record})
 
 
 if __name__ == "__main__":
