@@ -21,18 +21,25 @@ fn commands(m: &mut LockMachine) -> Vec<Command> {
 }
 
 /// Acquires with `opts`; our node is `…-lock-0000000007`, listed after `others`.
-/// Returns our node's full path and the commands sent after the list reply.
-fn acquire_behind(m: &mut LockMachine, others: &[&str], opts: AcquireOptions) -> (String, Vec<Command>) {
+/// Returns our node's full path, the pipelined list's id (whose children
+/// watch a holder granted by it keeps) and the commands sent after its reply.
+fn acquire_listed(m: &mut LockMachine, others: &[&str], opts: AcquireOptions) -> (String, RequestId, Vec<Command>) {
     m.acquire(T0, OWNER, opts, Nonce(2)).unwrap();
     let create = m.poll_command().unwrap();
     let list = m.poll_command().unwrap();
     let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
+    assert!(matches!(&list.op, Op::ZooKeeper(ZkOp::WatchChildren { .. })), "the pipelined list: {list:?}");
     let node = format!("{path}0000000007");
     let mut children: Vec<String> = others.iter().map(|s| s.to_string()).collect();
     children.push(node.rsplit('/').next().unwrap().to_owned());
     m.handle_reply(T0, create.id, Reply::Created { path: node.clone(), czxid: 40 });
     m.handle_reply(T0, list.id, Reply::Children(children));
-    (node, commands(m))
+    (node, list.id, commands(m))
+}
+
+fn acquire_behind(m: &mut LockMachine, others: &[&str], opts: AcquireOptions) -> (String, Vec<Command>) {
+    let (node, _, sent) = acquire_listed(m, others, opts);
+    (node, sent)
 }
 
 fn own_watch(sent: &[Command], node: &str) -> RequestId {
@@ -40,28 +47,69 @@ fn own_watch(sent: &[Command], node: &str) -> RequestId {
     watch.unwrap_or_else(|| panic!("the holder does not watch its own node: {sent:?}")).id
 }
 
+/// Granted by the list pipelined with its create, the holder sends nothing
+/// more: that list's children watch tells it of its node's deletion.
 #[test]
-fn a_holder_whose_node_is_deleted_is_told_node_deleted() {
+fn a_holder_granted_by_its_first_list_sends_nothing_more() {
     let mut m = machine();
-    let (node, sent) = acquire_behind(&mut m, &[], AcquireOptions::default());
+    let (_, _, sent) = acquire_listed(&mut m, &[], AcquireOptions::default());
     assert!(matches!(m.poll_event(), Some(Event::Granted { .. })));
-    let watch = own_watch(&sent, &node);
-    m.handle_reply(T0, watch, Reply::Stat { czxid: 40 });
-    assert_eq!(m.poll_event(), None);
-    m.handle_notification(T0, Notification::WatchFired { id: watch });
-    assert_eq!(
-        m.poll_event(),
-        Some(Event::Lost { owner: OWNER, token: FencingToken(40), reason: LossReason::NodeDeleted })
-    );
-    assert_eq!(m.release(T0, OWNER), Err(polylock_core::Error::Lost(LossReason::NodeDeleted)));
+    assert_eq!(sent, vec![], "requests after the grant");
 }
 
+/// Granted by its first list, the holder hears of a change among the
+/// contenders from that list's watch, then watches its own node: a new
+/// contender leaves it holding; its node found deleted (or deleted later)
+/// is a loss, reported as `NodeDeleted`.
 #[test]
-fn a_holder_whose_node_is_gone_before_the_watch_is_set_is_told() {
+fn a_holder_whose_node_is_deleted_is_told_node_deleted() {
+    for (fired, deleted_when_watched) in [
+        (Notification::WatchFired { id: RequestId(0) }, false),
+        (Notification::WatchFired { id: RequestId(0) }, true),
+        (Notification::NodeDeleted { id: RequestId(0) }, true),
+    ] {
+        let mut m = machine();
+        let (node, list, _) = acquire_listed(&mut m, &[], AcquireOptions::default());
+        assert!(matches!(m.poll_event(), Some(Event::Granted { .. })));
+        let fired = match fired {
+            Notification::WatchFired { .. } => Notification::WatchFired { id: list },
+            _ => Notification::NodeDeleted { id: list },
+        };
+        m.handle_notification(T0, fired);
+        assert_eq!(m.poll_event(), None, "a change among the contenders alone is no loss");
+        let watch = own_watch(&commands(&mut m), &node);
+        let lost = Some(Event::Lost { owner: OWNER, token: FencingToken(40), reason: LossReason::NodeDeleted });
+        if deleted_when_watched {
+            m.handle_reply(T0, watch, Reply::NoNode);
+            assert_eq!(m.poll_event(), lost);
+        } else {
+            m.handle_reply(T0, watch, Reply::Stat { czxid: 40 });
+            assert_eq!(m.poll_event(), None, "still held: {node}");
+            m.handle_notification(T0, Notification::WatchFired { id: watch });
+            assert_eq!(m.poll_event(), lost);
+        }
+        assert_eq!(m.release(T0, OWNER), Err(polylock_core::Error::Lost(LossReason::NodeDeleted)));
+    }
+}
+
+/// A holder granted without its first list (here: behind a contender that
+/// left) watches its own node at once.
+#[test]
+fn a_holder_granted_by_a_later_list_watches_its_own_node() {
     let mut m = machine();
-    let (node, sent) = acquire_behind(&mut m, &[], AcquireOptions::default());
+    let (node, sent) =
+        acquire_behind(&mut m, &["_c_other-lock-0000000003", "_c_next-lock-0000000005"], AcquireOptions::default());
+    let pred = sent.iter().find(
+        |c| matches!(&c.op, Op::ZooKeeper(ZkOp::Stat { path, watch: true }) if path.ends_with("-lock-0000000005")),
+    );
+    let pred = pred.unwrap_or_else(|| panic!("no watch on the predecessor: {sent:?}")).id;
+    m.handle_notification(T0, Notification::NodeDeleted { id: pred });
+    let list = commands(&mut m);
+    let [Command { id, op: Op::ZooKeeper(ZkOp::GetChildren { .. }) }] = list.as_slice() else { panic!("{list:?}") };
+    m.handle_reply(T0, *id, Reply::Children(vec![node.rsplit('/').next().unwrap().to_owned()]));
     assert!(matches!(m.poll_event(), Some(Event::Granted { .. })));
-    m.handle_reply(T0, own_watch(&sent, &node), Reply::NoNode);
+    let watch = own_watch(&commands(&mut m), &node);
+    m.handle_reply(T0, watch, Reply::NoNode);
     assert!(matches!(m.poll_event(), Some(Event::Lost { reason: LossReason::NodeDeleted, .. })));
 }
 
@@ -69,9 +117,11 @@ fn a_holder_whose_node_is_gone_before_the_watch_is_set_is_told() {
 #[test]
 fn a_failed_own_watch_is_sent_again() {
     let mut m = machine();
-    let (node, sent) = acquire_behind(&mut m, &[], AcquireOptions::default());
+    let (node, list, _) = acquire_listed(&mut m, &[], AcquireOptions::default());
+    m.handle_notification(T0, Notification::WatchFired { id: list });
     let failed = polylock_core::TransportError { message: "connection loss".into() };
-    m.handle_reply(T0, own_watch(&sent, &node), Reply::Failed(failed));
+    let watch = own_watch(&commands(&mut m), &node);
+    m.handle_reply(T0, watch, Reply::Failed(failed));
     m.handle_connection(T0, ConnectionEvent::Disconnected);
     m.handle_connection(T0, ConnectionEvent::Connected);
     own_watch(&commands(&mut m), &node);

@@ -79,6 +79,16 @@ impl RedisModel {
         matches!(self.live(now, key), Some(Value::Hash(h)) if h.contains_key(field))
     }
 
+    /// HDEL of one field: whether it was there; an emptied hash is deleted.
+    fn hdel(&mut self, now: u64, key: &str, field: &str) -> bool {
+        let Some(Value::Hash(h)) = self.live(now, key) else { return false };
+        let had = h.remove(field).is_some();
+        if h.is_empty() {
+            self.keys.remove(key);
+        }
+        had
+    }
+
     /// The holder field of a lock key (for oracles).
     pub fn holder(&mut self, now: u64, key: &str) -> Option<String> {
         match self.live(now, key) {
@@ -240,7 +250,9 @@ impl RedisModel {
         let (field, channel, prefix, member) = (&a[0], &a[1], &a[2], &a[3]);
         let now_us = self.time_us(now);
         let mut pruned = false;
-        let held = self.hexists(now, lock, field);
+        // HDEL: our field is the hash's only one while we hold the lock, so
+        // deleting it deletes the lock.
+        let held = self.hdel(now, lock, field);
         let was_first = !held && self.first_waiter(now, q, d, &mut pruned).as_deref() == Some(member.as_str());
         if !held {
             // A holder is never queued: LEAVE drops only a waiter's member.
@@ -248,7 +260,6 @@ impl RedisModel {
             self.zrem(now, d, member);
         }
         if held {
-            self.keys.remove(lock);
             self.releases += 1;
         }
         let mut handed = false;

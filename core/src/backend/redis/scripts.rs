@@ -55,7 +55,7 @@ end
 pub static ACQUIRE: Script = Script {
     name: "polylock_acquire",
     source: concat!(
-        "-- polylock acquire v7\n",
+        "-- polylock acquire v8\n",
         r#"
 local function grant(now_us)
   if not now_us then
@@ -69,14 +69,15 @@ local function grant(now_us)
   redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[2])
   return {1, token}
 end
--- Fast path: ours already (a retried grant), or free and nobody queued
--- (one round trip, one clock read).
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
-  return grant(nil)
-end
 -- Read once: nothing below touches the lock before it is granted.
 local free = redis.call('EXISTS', KEYS[1]) == 0
-if free and redis.call('EXISTS', KEYS[3]) == 0 then
+-- Fast path: free with nobody queued, or held by our field already (a
+-- retried grant whose reply was lost). Two commands on every path here.
+if free then
+  if redis.call('EXISTS', KEYS[3]) == 0 then
+    return grant(nil)
+  end
+elseif redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   return grant(nil)
 end
 "#,
@@ -146,7 +147,7 @@ return {0, redis.call('PTTL', KEYS[1]), head}
 pub static LEAVE: Script = Script {
     name: "polylock_leave",
     source: concat!(
-        "-- polylock leave v8\n",
+        "-- polylock leave v9\n",
         r#"
 local function wake_redisson()
   redis.call('PUBLISH', ARGV[2], '0')
@@ -154,9 +155,10 @@ local function wake_redisson()
     redis.pcall('SPUBLISH', ARGV[5], '0')
   end
 end
-local held = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
+-- Our field is the hash's only one while we hold the lock: deleting it
+-- deletes the lock (Redis drops an empty hash), in one command.
+local held = redis.call('HDEL', KEYS[1], ARGV[1]) == 1
 if held then
-  redis.call('DEL', KEYS[1])
   -- Fast path: a holder is never queued; with no queue there is nobody to hand to.
   if redis.call('EXISTS', KEYS[2]) == 0 then
     wake_redisson()

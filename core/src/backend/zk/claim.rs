@@ -125,12 +125,21 @@ pub(crate) struct ZkClaim {
     /// Since when the connection has been down, if it is: a grant that
     /// arrives meanwhile counts its loss deadline from then.
     down_since: Option<crate::Instant>,
-    /// While held, or waiting behind the first contender: the getData+watch
-    /// on our own node (`None`: to be sent).
+    /// While held, or waiting behind the first contender: the watch that
+    /// tells us of our node's deletion (`None`: to be sent). The
+    /// getData+watch on our own node, or (see `own_watch_on_parent`) the
+    /// children watch of the list that granted us the lock.
     own_watch: Option<RequestId>,
     /// The server has answered `own_watch`: our node existed when the watch
     /// was set, and it has not fired since.
     own_watch_set: bool,
+    /// `own_watch` is the children watch our pipelined list set on the
+    /// lock's parent. Granted by that list, a holder needs no request of its
+    /// own to learn of its node's deletion (which changes the children):
+    /// uncontended, acquire+release is three requests, not four. It fires
+    /// on any change among the contenders, too; the holder then watches its
+    /// own node directly, as a holder granted otherwise does at once.
+    own_watch_on_parent: bool,
     /// Whether the server's latest answer was a transient refusal.
     refusals: Refusals,
     /// While watching: the predecessor was the first contender in a list
@@ -189,6 +198,7 @@ impl ZkClaim {
             down_since,
             own_watch: None,
             own_watch_set: false,
+            own_watch_on_parent: false,
             refusals: Refusals::default(),
             behind_first: false,
         }
@@ -224,7 +234,8 @@ impl ZkClaim {
     /// Watches our node while held: if anyone deletes it, we must say so.
     /// One request after the grant, off the caller's path: the grant does
     /// not wait for its reply.
-    /// Already set while waiting (behind the first contender), it is kept.
+    /// Already set (while waiting behind the first contender, or by the
+    /// list that granted us), it is kept.
     fn watch_own_node(&mut self, cx: &mut Cx<'_>) {
         let Some((node, _)) = self.node.clone() else { return };
         self.timers.clear(Timer::Retry);
@@ -232,13 +243,23 @@ impl ZkClaim {
             return;
         }
         self.own_watch_set = false;
+        self.own_watch_on_parent = false;
         self.own_watch = Some(cx.out.send(ZkOp::Stat { path: self.node_path(&node), watch: true }));
+    }
+
+    /// The children watch of the list that granted us stands in for the
+    /// watch on our own node: the list's answer, which had our node, set it.
+    fn keep_list_watch_as_own(&mut self, list: RequestId) {
+        self.own_watch = Some(list);
+        self.own_watch_set = true;
+        self.own_watch_on_parent = true;
     }
 
     /// Our own watch is gone (fired, failed, or its node or session is).
     fn forget_own_watch(&mut self) {
         self.own_watch = None;
         self.own_watch_set = false;
+        self.own_watch_on_parent = false;
     }
 
     /// Leaving `Watching` other than by the watch firing: the driver may drop it.
@@ -268,7 +289,11 @@ impl ZkClaim {
             _ => ZkOp::CreateSequential { path, data },
         };
         let create = cx.out.send(create);
-        let list = cx.out.send(ZkOp::GetChildren { path: parent });
+        // With a children watch: if this list grants us the lock, the watch
+        // tells us of our node's deletion (see `own_watch_on_parent`). If it
+        // does not, the watch fires once at the next change and is ignored:
+        // dropping it would cost a RemoveWatches request.
+        let list = cx.out.send(ZkOp::WatchChildren { path: parent });
         self.phase = Phase::Creating { create: Some(create), list: Some(list) };
     }
 
@@ -326,11 +351,12 @@ impl ZkClaim {
     }
 
     /// Decide from a children list: held, watch the predecessor, or start over.
-    /// `pipelined`: the list went out with our create, so a list without our
-    /// node was read before the node was made (ZooKeeper answers a session in
-    /// order, so this should not happen): read the children again rather
-    /// than make a second node, which would queue behind the first.
-    fn evaluate(&mut self, cx: &mut Cx<'_>, children: Vec<String>, pipelined: bool) -> Progress {
+    /// `pipelined`: the list (and the children watch it set) went out with
+    /// our create, so a list without our node was read before the node was
+    /// made (ZooKeeper answers a session in order, so this should not
+    /// happen): read the children again rather than make a second node,
+    /// which would queue behind the first.
+    fn evaluate(&mut self, cx: &mut Cx<'_>, children: Vec<String>, pipelined: Option<RequestId>) -> Progress {
         let Some((node, czxid)) = self.node.clone() else {
             return Progress::Pending;
         };
@@ -340,7 +366,7 @@ impl ZkClaim {
         }
         let sorted = sorted_contenders(children);
         let Some(index) = sorted.iter().position(|c| *c == node) else {
-            if pipelined {
+            if pipelined.is_some() {
                 self.send_list(cx, false);
                 return Progress::Pending;
             }
@@ -353,6 +379,9 @@ impl ZkClaim {
         self.backoff.reset();
         let blocker = self.blocker(&sorted, index);
         if blocker.is_none() {
+            if let Some(list) = pipelined {
+                self.keep_list_watch_as_own(list);
+            }
             if !self.enter_held(cx) {
                 return Progress::Pending;
             }
@@ -485,10 +514,16 @@ impl ZkClaim {
     /// The getChildren pipelined with our create. It decides the claim only
     /// once the create has named our node; before that (or if it failed) the
     /// create's reply decides what comes next.
-    fn on_pipelined_children(&mut self, cx: &mut Cx<'_>, create: Option<RequestId>, reply: Reply) -> Progress {
+    fn on_pipelined_children(
+        &mut self,
+        cx: &mut Cx<'_>,
+        create: Option<RequestId>,
+        list: RequestId,
+        reply: Reply,
+    ) -> Progress {
         match reply {
             Reply::Children(children) if self.goal == Goal::Acquire && self.node.is_some() => {
-                self.evaluate(cx, children, true)
+                self.evaluate(cx, children, Some(list))
             }
             Reply::Children(_) | Reply::NoNode | Reply::Failed(_) if create.is_some() => {
                 // The create is still unanswered; its reply decides what comes next.
@@ -548,7 +583,7 @@ impl ZkClaim {
     /// A missing parent means our node went with it.
     fn on_children(&mut self, cx: &mut Cx<'_>, reply: Reply) -> Progress {
         match reply {
-            Reply::Children(children) => self.evaluate(cx, children, false),
+            Reply::Children(children) => self.evaluate(cx, children, None),
             Reply::NoNode => {
                 self.restart(cx);
                 Progress::Pending
@@ -721,7 +756,7 @@ impl Claim for ZkClaim {
         let reply = self.refusals.filter(cx.cfg.backend, reply);
         let progress = match self.phase.clone() {
             Phase::Creating { create: Some(c), list } if c == id => self.on_created(cx, list, reply),
-            Phase::Creating { create, list: Some(l) } if l == id => self.on_pipelined_children(cx, create, reply),
+            Phase::Creating { create, list: Some(l) } if l == id => self.on_pipelined_children(cx, create, l, reply),
             Phase::Recovering { list: Some(l) } if l == id => self.on_recovery_children(cx, reply),
             Phase::ReadingOwnNode { req: Some(r) } if r == id => self.on_own_node_read(cx, reply),
             Phase::Listing { list: Some(l) } if l == id => self.on_children(cx, reply),
@@ -746,6 +781,15 @@ impl Claim for ZkClaim {
             }
             (Notification::WatchFired { id }, Phase::Watching { req }) if id == req => {
                 self.send_list(cx, false);
+            }
+            // The contenders changed while we held the lock (one came or
+            // went, or our node was deleted): watch our own node now, whose
+            // answer says which (the lock's parent goes only once it is empty).
+            (Notification::WatchFired { id } | Notification::NodeDeleted { id }, Phase::Held)
+                if self.own_watch == Some(*id) && self.own_watch_on_parent =>
+            {
+                self.forget_own_watch();
+                self.watch_own_node(cx);
             }
             // Our node changed while we held it: deleted by someone else
             // (the driver does not report the session's end here, and nobody
