@@ -142,7 +142,7 @@ fn rw_liveness(backend: Backend, seed: u64) -> Result<(), String> {
     Ok(())
 }
 
-// 9. Counting semaphores (Redis): N permits (1..=4 per seed), each
+// 9. Counting semaphores (Redis and ZooKeeper): N permits (1..=4 per seed), each
 //    acquire asking for k in 1..=N of them as its own owner. Without
 //    pauses, never more than N permits held at once, a grant that could
 //    not be held beside an earlier one has a greater token, and the
