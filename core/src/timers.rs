@@ -12,7 +12,7 @@ pub(crate) enum Timer {
     Retry = 0,
     /// Redis: renew the held lease.
     Renew = 1,
-    /// ZooKeeper: the pause watchdog of a held claim (see `backend/zk/claim.rs`).
+    /// ZooKeeper: the pause watchdog of a held grant (see `backend/zk/watchdog.rs`).
     Watchdog = 2,
     /// Redis: the local lease deadline; ZooKeeper: the disconnection deadline.
     /// Highest, so that it wins a tie: safety first.

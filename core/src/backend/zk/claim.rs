@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::paths::{is_writer, node_prefix_with, sort_key, sorted_contenders, LOCK_MARKER, READ_MARKER, WRITE_MARKER};
+use super::watchdog::PauseWatchdog;
 use crate::claim::{Claim, Cx, Progress, WriteHold};
 use crate::io::{ConnectionEvent, Notification, Reply, ZkOp};
 use crate::refusal::Refusals;
@@ -117,11 +118,8 @@ pub(crate) struct ZkClaim {
     phase: Phase,
     timers: Timers,
     backoff: Backoff,
-    /// While held: when the pause watchdog is due. It fires every quarter
-    /// session timeout; firing late by a third of the timeout means the
-    /// process stalled, the client sent no heartbeat meanwhile, and the
-    /// server may have expired the session.
-    watchdog_at: Option<crate::Instant>,
+    /// While held: tells a stalled process that its session may have expired.
+    watchdog: PauseWatchdog,
     /// Since when the connection has been down, if it is: a grant that
     /// arrives meanwhile counts its loss deadline from then.
     down_since: Option<crate::Instant>,
@@ -152,22 +150,16 @@ pub(crate) struct ZkClaim {
 
 impl ZkClaim {
     fn arm_watchdog(&mut self, cx: &Cx<'_>) {
-        let at = cx.now.saturating_add(cx.cfg.session_timeout / 4);
-        self.watchdog_at = Some(at);
-        self.timers.set(Timer::Watchdog, at);
+        self.watchdog.arm(&mut self.timers, cx.now, cx.cfg.session_timeout);
     }
 
-    /// The pause watchdog fired while held. Late by more than a third of the
-    /// session timeout means this process stalled and sent no heartbeat: the
-    /// session may have expired unseen, so the holder is told it may have
-    /// lost the lock. On time, it is armed again.
+    /// The pause watchdog fired while held: late, the holder is told it may
+    /// have lost the lock.
     fn on_watchdog(&mut self, cx: &mut Cx<'_>) -> Progress {
-        let late = self.watchdog_at.map_or(std::time::Duration::ZERO, |at| cx.now.saturating_since(at));
-        if late > cx.cfg.session_timeout / 3 {
+        if self.watchdog.fired_late(&mut self.timers, cx.now, cx.cfg.session_timeout) {
             self.timers.clear_all();
             return Progress::Lost(LossReason::Paused);
         }
-        self.arm_watchdog(cx);
         Progress::Pending
     }
 
@@ -194,7 +186,7 @@ impl ZkClaim {
             phase: Phase::Recovering { list: None },
             timers: Timers::default(),
             backoff: Backoff::default(),
-            watchdog_at: None,
+            watchdog: PauseWatchdog::default(),
             down_since,
             own_watch: None,
             own_watch_set: false,

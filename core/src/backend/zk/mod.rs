@@ -33,6 +33,7 @@ mod claim;
 pub mod paths;
 mod permits;
 pub mod status;
+mod watchdog;
 
 pub(crate) use claim::{ZkClaim, ZkRole};
 pub use paths::{

@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use super::claim::{ZkClaim, ZkRole};
 use super::paths::{node_prefix_with, LEASE_MARKER, SEMAPHORE_LEASES, SEMAPHORE_LOCKS, SEMAPHORE_PERMITS};
+use super::watchdog::PauseWatchdog;
 use crate::claim::{Claim, Cx, Progress};
 use crate::io::{ConnectionEvent, Notification, Reply, ZkOp};
 use crate::refusal::Refusals;
@@ -150,8 +151,8 @@ pub(crate) struct ZkPermitsClaim {
     timers: Timers,
     own: Timers,
     backoff: Backoff,
-    /// While held: when the pause watchdog is due (as in [`ZkClaim`]).
-    watchdog_at: Option<Instant>,
+    /// While held: tells a stalled process that its session may have expired.
+    watchdog: PauseWatchdog,
     down_since: Option<Instant>,
     refusals: Refusals,
 }
@@ -195,7 +196,7 @@ impl ZkPermitsClaim {
             timers: Timers::default(),
             own: Timers::default(),
             backoff: Backoff::default(),
-            watchdog_at: None,
+            watchdog: PauseWatchdog::default(),
             down_since,
             refusals: Refusals::default(),
         }
@@ -622,20 +623,15 @@ impl ZkPermitsClaim {
     }
 
     fn arm_watchdog(&mut self, cx: &Cx<'_>) {
-        let at = cx.now.saturating_add(cx.cfg.session_timeout / 4);
-        self.watchdog_at = Some(at);
-        self.own.set(Timer::Watchdog, at);
+        self.watchdog.arm(&mut self.own, cx.now, cx.cfg.session_timeout);
     }
 
-    /// The pause watchdog, as [`ZkClaim`]'s: late by more than a third of
-    /// the session timeout means the session may have expired unseen.
+    /// The pause watchdog fired while held: late, the permit may be lost.
     fn on_watchdog(&mut self, cx: &mut Cx<'_>) -> Progress {
-        let late = self.watchdog_at.map_or(std::time::Duration::ZERO, |at| cx.now.saturating_since(at));
-        if late > cx.cfg.session_timeout / 3 {
+        if self.watchdog.fired_late(&mut self.own, cx.now, cx.cfg.session_timeout) {
             self.own.clear_all();
             return Progress::Lost(LossReason::Paused);
         }
-        self.arm_watchdog(cx);
         Progress::Pending
     }
 
