@@ -505,7 +505,7 @@ def main():
         "--failover-trials",
         type=int,
         help="trials per failover row (sentinel-kill, cluster-kill, sentinel-stale-primary; "
-        "default half of --trials: 10 in CI, 50 in the long mode)",
+        "default half of --trials; ./scripts/test passes 6 in CI, 10 elsewhere; 50 in the long mode)",
     )
     ap.add_argument("--only", help="comma-separated faults to run")
     ap.add_argument("--langs", help="comma-separated worker languages besides rust (default: every one available)")
