@@ -4,8 +4,11 @@ the server."""
 
 from __future__ import annotations
 
+import _thread
 import itertools
 import os
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from typing import Callable
@@ -52,6 +55,28 @@ def eventually(check: Callable[[], bool], within: float = 5.0) -> bool:
             return True
         time.sleep(0.02)
     return check()
+
+
+@pytest.fixture
+def ctrl_c() -> Iterator[Callable[[float], threading.Timer]]:
+    """``ctrl_c(seconds)``: a Ctrl-C (``_thread.interrupt_main``) after that
+    long. Python's own SIGINT handler is installed for the test: a process
+    started with SIGINT ignored (a background job of a non-interactive shell,
+    nohup) has none, and then ``interrupt_main`` does nothing at all."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timers: list[threading.Timer] = []
+
+    def after(seconds: float) -> threading.Timer:
+        timer = threading.Timer(seconds, _thread.interrupt_main)
+        timers.append(timer)
+        timer.start()
+        return timer
+
+    yield after
+    for timer in timers:
+        timer.cancel()
+        timer.join()
+    signal.signal(signal.SIGINT, previous)
 
 
 # The backends that have read-write locks (test_rw_lock.py runs on these).

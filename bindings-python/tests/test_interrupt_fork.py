@@ -3,7 +3,6 @@ leave anything behind."""
 
 from __future__ import annotations
 
-import _thread
 import os
 import threading
 import time
@@ -15,14 +14,16 @@ from conftest import eventually, unique
 
 
 def test_ctrl_c_interrupts_a_blocked_acquire_and_leaves_nothing(
-    client: polylock.Client, other: polylock.Client, leftovers: Callable[[str], list[str]]
+    client: polylock.Client,
+    other: polylock.Client,
+    leftovers: Callable[[str], list[str]],
+    ctrl_c: Callable[[float], threading.Timer],
 ) -> None:
     name = unique("interrupt")
     holder = other.lock(name)
     holder.acquire()
     lock = client.lock(name)
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
+    timer = ctrl_c(0.5)
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         lock.acquire()

@@ -11,7 +11,6 @@ forced through Redisson's permit expiries) on Redis only."""
 
 from __future__ import annotations
 
-import _thread
 import asyncio
 import threading
 import time
@@ -313,13 +312,13 @@ def test_ctrl_c_withdraws_a_blocked_acquire(
     other: polylock.Client,
     held_on_server: Callable[[str], int],
     queued: Callable[[str], list[str]],
+    ctrl_c: Callable[[float], threading.Timer],
 ) -> None:
     name = unique("sem-interrupt")
     holder = other.semaphore(name, 1)
     assert holder.acquire()
     sem = client.semaphore(name, 1)
-    timer = threading.Timer(0.5, _thread.interrupt_main)
-    timer.start()
+    timer = ctrl_c(0.5)
     started = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         sem.acquire()
