@@ -53,16 +53,13 @@ impl NativeGuard {
     /// for it only when `guard.signal` is read. The threadsafe function is a
     /// weak one: what keeps the process alive while a lock is held is the JS
     /// client's keep-alive handle (ref'd while it has unreleased guards), so
-    /// this one never outlives the hold's usefulness. The watch ends with the
-    /// hold (the runtime drops the sender on release, loss or `close()`).
+    /// this one never outlives the hold's usefulness. The runtime drops the
+    /// callback uncalled when the hold is released (by `release()` or `close()`).
     #[napi]
     pub fn on_lost(&self, callback: Function<String, ()>) -> napi::Result<()> {
         let tsfn = callback.build_threadsafe_function::<String>().callee_handled::<false>().weak::<true>().build()?;
-        let loss = self.loss.clone();
-        napi::bindgen_prelude::spawn(async move {
-            if let Some(reason) = loss.ended().await {
-                tsfn.call(reason.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
-            }
+        self.loss.on_loss(move |reason| {
+            tsfn.call(reason.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
         });
         Ok(())
     }

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use polylock::{Guard, LossWatch, OwnerId};
+use polylock::{Guard, LossReason, OwnerId};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyNone};
 use tokio::runtime::Handle;
@@ -31,27 +31,26 @@ impl LockInner {
 /// Leaves a grant's hold to the runtime (Python releases by owner) and, for
 /// a new grant (its re-entries share its signal), forwards its loss to
 /// `on_lost`. Returns the grant's fencing token.
-fn keep(rt: &Handle, guard: Guard, on_lost: Option<&Arc<Py<PyAny>>>) -> u64 {
+fn keep(guard: Guard, on_lost: Option<&Arc<Py<PyAny>>>) -> u64 {
     if let Some(callback) = on_lost.filter(|_| !guard.is_reentry()) {
-        rt.spawn(report_loss(guard.loss_watch(), callback.clone()));
+        let callback = callback.clone();
+        // No task per grant: the runtime calls this only on a loss.
+        guard.loss_watch().on_loss(move |reason| report_loss(reason, callback));
     }
     guard.into_token()
 }
 
-/// Calls the user's callback with the reason if the grant is lost; ends
-/// quietly when it is released.
-async fn report_loss(loss: LossWatch, callback: Arc<Py<PyAny>>) {
-    let Some(reason) = loss.ended().await else { return };
-    // A thread of its own: the callback may call blocking polylock methods,
-    // which must not run on a runtime worker.
-    let _ = tokio::task::spawn_blocking(move || {
+/// Calls the user's callback with the reason of a loss, on a thread of its
+/// own: it may call blocking polylock methods, which must not run on a
+/// runtime worker (where the runtime calls this).
+fn report_loss(reason: LossReason, callback: Arc<Py<PyAny>>) {
+    tokio::task::spawn_blocking(move || {
         Python::try_attach(|py| {
             if let Err(e) = callback.call1(py, (reason.to_string(),)) {
                 e.write_unraisable(py, Some(callback.bind(py)));
             }
         })
-    })
-    .await;
+    });
 }
 
 #[pyclass(frozen, module = "polylock._native")]
@@ -87,7 +86,7 @@ impl Lock {
         let lock = inner.lock.clone();
         match wait(py, OnInterrupt::Abort, async move { lock.acquire_as(OwnerId(owner), timeout).await })? {
             Ok(guard) => {
-                keep(runtime()?.handle(), guard, inner.on_lost.as_ref());
+                keep(guard, inner.on_lost.as_ref());
                 Ok(true)
             }
             Err(polylock::Error::Timeout(_) | polylock::Error::WouldBlock(_)) => Ok(false),
@@ -121,7 +120,7 @@ impl Lock {
                         if state.cancelled {
                             return; // dropping the guard gives the grant back
                         }
-                        state.granted = Some(keep(&Handle::current(), guard, on_lost.as_ref()));
+                        state.granted = Some(keep(guard, on_lost.as_ref()));
                         Ok(())
                     }
                     Err(e) => Err(e),

@@ -26,15 +26,51 @@ use crate::error::{Error, Result};
 use crate::timer::Timer;
 
 /// Shared by every hold of one grant: tells it about a loss. Dropped on
-/// release, which ends every [`crate::LossWatch`] of the grant with `None`.
-#[derive(Debug)]
+/// release, which ends every [`crate::LossWatch`] of the grant with `None`
+/// and drops its loss callbacks uncalled.
 pub(crate) struct HoldState {
     pub(crate) lost: watch::Sender<Option<LossReason>>,
+    /// [`crate::LossWatch::on_loss`]'s callbacks, run once on a loss.
+    on_loss: Mutex<Vec<LossCallback>>,
+}
+
+pub(crate) type LossCallback = Box<dyn FnOnce(LossReason) + Send>;
+
+impl std::fmt::Debug for HoldState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HoldState").field("lost", &*self.lost.borrow()).finish_non_exhaustive()
+    }
 }
 
 impl HoldState {
     fn new() -> Arc<Self> {
-        Arc::new(HoldState { lost: watch::channel(None).0 })
+        Arc::new(HoldState { lost: watch::channel(None).0, on_loss: Mutex::new(Vec::new()) })
+    }
+
+    /// Keeps `f` for the loss, or gives it back if the loss already came
+    /// (the caller runs it then). Under the callbacks' mutex, so that a loss
+    /// that [`Self::report_loss`] is reporting meanwhile either sees `f` or
+    /// is seen here: `f` runs exactly once.
+    pub(crate) fn add_loss_callback(&self, f: LossCallback) -> Option<(LossCallback, LossReason)> {
+        let mut callbacks = self.on_loss.lock().unwrap_or_else(|p| p.into_inner());
+        match *self.lost.borrow() {
+            Some(reason) => Some((f, reason)),
+            None => {
+                callbacks.push(f);
+                None
+            }
+        }
+    }
+
+    /// Tells every watch of the grant, then runs its callbacks on one task
+    /// (never under the executor's mutex: a callback may call back in).
+    fn report_loss(&self, handle: &tokio::runtime::Handle, reason: LossReason) {
+        // send_replace stores the value even with no receiver subscribed yet.
+        self.lost.send_replace(Some(reason));
+        let callbacks = std::mem::take(&mut *self.on_loss.lock().unwrap_or_else(|p| p.into_inner()));
+        if !callbacks.is_empty() {
+            handle.spawn(async move { callbacks.into_iter().for_each(|f| f(reason)) });
+        }
     }
 }
 
@@ -328,8 +364,7 @@ impl Executor {
             }
             Event::Lost { owner, reason, .. } => {
                 if let Some(h) = st.holds.remove(&(name.as_str().to_owned(), mode, owner)) {
-                    // send_replace stores the value even with no receiver subscribed yet.
-                    h.lost.send_replace(Some(reason));
+                    h.report_loss(&self.handle, reason);
                 }
             }
             Event::Released { id } => {

@@ -3,14 +3,14 @@
 //! asked of the lock by owner, answered from the core machine, so a binding
 //! that releases by owner keeps no guards and no bookkeeping of its own.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use polylock_core::{AcquireOptions, FencingToken, LockMode, LockName, LossReason, OwnerId, PermitRequest, Ticket};
 use tokio::sync::{oneshot, watch};
 
 use crate::error::{Error, Result};
-use crate::executor::{Executor, Grant, GrantResult, HoldState};
+use crate::executor::{Executor, Grant, GrantResult, HoldState, LossCallback};
 use crate::owner::current_owner;
 
 /// A handle on one lock name of one [`crate::Client`]: a mutex, or one
@@ -171,16 +171,45 @@ pub struct HoldInfo {
 
 /// The loss signal of one grant (every re-entry of it shares it): resolves
 /// with the reason when the grant is lost, or with `None` once its last
-/// hold is released first. Needs no task: await it where you like.
+/// hold is released first. Needs no task: await it where you like, or hand
+/// [`Self::on_loss`] a callback.
 #[derive(Debug, Clone)]
 pub struct LossWatch {
     rx: watch::Receiver<Option<LossReason>>,
+    /// Weak: a watch must not keep its grant's state (and so its sender,
+    /// whose drop is the release's `None`) alive.
+    hold: Weak<HoldState>,
+    handle: tokio::runtime::Handle,
 }
 
 impl LossWatch {
+    fn new(hold: &Arc<HoldState>, handle: &tokio::runtime::Handle) -> Self {
+        LossWatch { rx: hold.lost.subscribe(), hold: Arc::downgrade(hold), handle: handle.clone() }
+    }
+
     /// Why the grant was lost, if it was.
     pub fn reason(&self) -> Option<LossReason> {
         *self.rx.borrow()
+    }
+
+    /// Calls `f(reason)` once if the grant is lost (soon, if it already
+    /// is); never if its last hold is released first, and then `f` is
+    /// dropped. Unlike awaiting [`Self::ended`] in a task of its own, it
+    /// costs no task and no wakeup while the grant is held and none on its
+    /// release: what a binding uses to forward a loss to its language.
+    /// `f` runs on a runtime worker: it must not block (hand blocking work
+    /// to a thread of its own, e.g. `tokio::task::spawn_blocking`).
+    pub fn on_loss(&self, f: impl FnOnce(LossReason) + Send + 'static) {
+        let f: LossCallback = Box::new(f);
+        // The grant's state is gone once it was released or lost: then only
+        // a loss (recorded in the watch) still calls `f`.
+        let due = match self.hold.upgrade() {
+            Some(hold) => hold.add_loss_callback(f),
+            None => self.reason().map(|reason| (f, reason)),
+        };
+        if let Some((f, reason)) = due {
+            self.handle.spawn(async move { f(reason) });
+        }
     }
 
     /// `Some(reason)` when the grant is lost; `None` when it is released
@@ -281,7 +310,7 @@ impl Guard {
     /// This grant's loss signal, for bindings that forward it elsewhere.
     /// It outlives the guard: [`Self::into_token`] does not end it.
     pub fn loss_watch(&self) -> LossWatch {
-        LossWatch { rx: self.hold.lost.subscribe() }
+        LossWatch::new(&self.hold, &self.lock.exec.handle)
     }
 
     /// Ends this hold and waits for the server. [`Error::Lost`] if the lock

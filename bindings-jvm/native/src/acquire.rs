@@ -4,7 +4,7 @@
 //! blocks the Java thread for at most a slice; `free` aborts the task if it
 //! still runs (dropping the acquire cancels it on the server) and gives back
 //! a grant that nobody claimed. Claiming a grant keeps the hold in the
-//! runtime (released later by owner) and starts its loss watcher.
+//! runtime (released later by owner) and hands it the loss listener.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -81,13 +81,8 @@ impl PendingAcquire {
 /// Returns the fencing token.
 fn claim(owner: u64, guard: Guard, listener: GlobalRef) -> u64 {
     if !guard.is_reentry() {
-        let loss = guard.loss_watch();
-        runtime::spawn(async move {
-            // None: released first, and the hold's signal with it.
-            if let Some(reason) = loss.ended().await {
-                upcalls::notify_lost(&listener, owner, &reason.to_string());
-            }
-        });
+        // No task per grant: the runtime calls this only on a loss.
+        guard.loss_watch().on_loss(move |reason| upcalls::notify_lost(&listener, owner, &reason.to_string()));
     }
     guard.into_token()
 }
