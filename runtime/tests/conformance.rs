@@ -2,7 +2,7 @@
 //! backend the scenario names. The Python, Node and JVM suites run the same
 //! files through theirs.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! stable kind and the structured fields, from real failures against real
 //! servers (never from the message text).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! current grant's fencing token and hold count, and a loss signal per
 //! grant that fires on loss and ends quietly on release. Real servers.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

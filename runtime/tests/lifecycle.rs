@@ -2,7 +2,7 @@
 //! holder is told when its client closes, what a lost guard's release
 //! leaves behind, and two acquires of one owner at once.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! The Rust API against real Redis and ZooKeeper servers, each test on both.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! lock, the waiter queue's expiry, and the cluster slot of every key,
 //! each against the real server (issue 11, items 1, 2, 7 and 10).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

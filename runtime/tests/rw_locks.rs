@@ -2,7 +2,7 @@
 //! excludes, a waiting writer blocks new readers, downgrade works and
 //! upgrade is refused at once, every grant is fenced, nothing is left behind.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;

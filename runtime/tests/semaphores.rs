@@ -6,7 +6,7 @@
 //! disagree on the number of permits are refused; every grant is fenced;
 //! nothing is left behind.
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! CA made here with openssl, the server started here on a free loopback
 //! port). The rediss:// counterpart is in locks.rs.
 
-mod support;
+use crate::support;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! leaves no watch behind, and a holder whose node someone else deletes is
 //! told.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
