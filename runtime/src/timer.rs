@@ -57,10 +57,46 @@ pub(crate) async fn run(timer: Arc<Timer>, fire: impl Fn() -> Option<Instant>) {
         if timer.next.load(Ordering::Acquire) < wake_at {
             continue;
         }
+        // A deadline already due (one in the millisecond between the run
+        // and the clock reading above, or armed meanwhile from an earlier
+        // reading) runs at once.
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(wake_at - now)) => {}
+            _ = tokio::time::sleep(Duration::from_millis(wake_at.saturating_sub(now))) => {}
             _ = timer.wake.notified() => {}
         }
         timer.sleeps_until.store(0, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// The table's next deadline can be due already when the task reads it:
+    /// `fire` reads the clock after running the timers, so a timer due in
+    /// the millisecond between (or one armed meanwhile by another thread
+    /// from an earlier reading) is in the past. The task must run it at
+    /// once, not compute a sleep from a negative span (which panicked in a
+    /// debug build and, wrapped in a release one, slept for ever: no
+    /// renewal, loss deadline or timeout of the client ran again).
+    #[tokio::test]
+    async fn a_deadline_already_due_when_the_task_looks_runs_at_once() {
+        let timer = Arc::new(Timer::new());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let (t, c) = (timer.clone(), calls.clone());
+        let task = tokio::spawn(run(timer, move || {
+            let now = Instant::from_millis(60_000);
+            match c.fetch_add(1, Ordering::SeqCst) {
+                0 => {
+                    t.arm(now.saturating_sub(Duration::from_millis(1)));
+                    Some(now)
+                }
+                _ => None,
+            }
+        }));
+        let ended = tokio::time::timeout(IDLE / 4, task).await;
+        assert!(matches!(ended, Ok(Ok(()))), "the task did not run the due deadline at once: {ended:?}");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 }
