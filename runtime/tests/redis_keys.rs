@@ -36,6 +36,51 @@ async fn tokens_grow_after_the_fence_counter_goes_back_to_an_older_value() {
     assert!(fourth > third, "token {fourth} after {third}: the counter went back to {snapshot}");
 }
 
+/// What a failover to a primary whose clock is behind the old one's
+/// leaves: a counter ahead of the server's clock. Grants then count on from
+/// the counter, and each stores its token (a grant that only answered
+/// counter + 1 would leave the clock's smaller value behind, and the next
+/// token would go back). Both grants by ACQUIRE and by LEAVE's handoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_count_on_from_a_counter_ahead_of_the_server_clock() {
+    let url = redis_url();
+    let name = unique("fence-ahead");
+    let fence = polylock_core::redis::RedisKeys::of(&LockName::new(&name).unwrap()).fence().to_owned();
+    let c = client(&url).await;
+    let waiter = client(&url).await;
+    let mut raw = raw_redis(&url).await;
+    let now_us = grant_and_release(&c, &name).await;
+    // A day ahead of the server clock, as a token.
+    let ahead = now_us + 86_400_000_000;
+    let _: () = redis::cmd("SET").arg(&fence).arg(ahead).query_async(&mut raw).await.unwrap();
+    // Each token counts on from the one before: a token from the clock (a
+    // day behind) would be far below. (A grant may skip a value: a waiter's
+    // recheck that finds the lock handed to it is granted again.)
+    let mut last = ahead;
+    let mut next = |token: u64, how: &str| {
+        assert!(token > last && token < ahead + 100, "{how}: token {token} after {last} (counter set to {ahead})");
+        last = token;
+    };
+    next(grant_and_release(&c, &name).await, "a grant by ACQUIRE");
+    next(grant_and_release(&c, &name).await, "the next grant by ACQUIRE");
+    let held = c.lock(&name).unwrap().acquire().await.unwrap();
+    next(held.fencing_token(), "a grant by ACQUIRE, held");
+    let wl = waiter.lock(&name).unwrap();
+    let queued = tokio::spawn(async move { wl.acquire().await.unwrap() });
+    let queue = polylock_core::redis::RedisKeys::of(&LockName::new(&name).unwrap()).queue().to_owned();
+    let queued_up = eventually(Duration::from_secs(5), || {
+        let (mut raw, queue) = (raw.clone(), queue.clone());
+        async move { redis::cmd("ZCARD").arg(&queue).query_async::<u64>(&mut raw).await.unwrap() == 1 }
+    })
+    .await;
+    assert!(queued_up, "the waiter never queued");
+    held.release().await.unwrap();
+    let handed = queued.await.unwrap();
+    next(handed.fencing_token(), "a grant by LEAVE's handoff");
+    handed.release().await.unwrap();
+    next(grant_and_release(&c, &name).await, "a grant by ACQUIRE after the handoff");
+}
+
 /// A retried acquire (its first reply lost) finds the lock already granted
 /// to its field: the answer must be a token above every earlier one even if
 /// the counter was evicted or deleted meanwhile, never 0 and never a repeat.

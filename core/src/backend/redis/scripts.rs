@@ -3,6 +3,26 @@
 
 use crate::io::Script;
 
+/// Shared Lua: the fencing token of a grant by the rule in [`ACQUIRE`],
+/// stored at `fk` for `px` ms. One `SET .. GET` writes the clock's value
+/// and reads the counter it replaces; a second `SET` runs only when that
+/// counter is not below it (the clock stepped back, or two grants in one
+/// µs), so a grant costs one command for the token where GET then SET
+/// cost two. (`SET .. GET`: Redis 6.2 or later.)
+macro_rules! lua_next_token {
+    () => {
+        r#"
+local function next_token(fk, now_us, px)
+  -- %.0f: tostring would print a large token in float notation.
+  local last = tonumber(redis.call('SET', fk, string.format('%.0f', now_us), 'PX', px, 'GET') or '0')
+  if last < now_us then return now_us end
+  redis.call('SET', fk, string.format('%.0f', last + 1), 'PX', px)
+  return last + 1
+end
+"#
+    };
+}
+
 /// Shared Lua: the server's clock, and the first live waiter (dropping
 /// waiters whose deadline passed: they crashed or gave up uncleanly).
 /// Expects KEYS[q] and KEYS[d] to be passed as `qk` and `dk`.
@@ -55,29 +75,30 @@ end
 pub static ACQUIRE: Script = Script {
     name: "polylock_acquire",
     source: concat!(
-        "-- polylock acquire v8\n",
+        "-- polylock acquire v9\n",
+        lua_next_token!(),
         r#"
 local function grant(now_us)
   if not now_us then
     local t = redis.call('TIME')
     now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
-  local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now_us)
+  local token = next_token(KEYS[2], now_us, ARGV[2])
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  -- %.0f: tostring would print a large token in float notation.
-  redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', ARGV[2])
   return {1, token}
 end
--- Read once: nothing below touches the lock before it is granted.
-local free = redis.call('EXISTS', KEYS[1]) == 0
--- Fast path: free with nobody queued, or held by our field already (a
--- retried grant whose reply was lost). Two commands on every path here.
-if free then
-  if redis.call('EXISTS', KEYS[3]) == 0 then
-    return grant(nil)
-  end
-elseif redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+-- Fast path: the lock and its queue both absent (one EXISTS for the two
+-- keys) is a free lock with nobody waiting.
+if redis.call('EXISTS', KEYS[1], KEYS[3]) == 0 then
+  return grant(nil)
+end
+-- Read once: nothing below touches the lock before it is granted, and the
+-- busy answer returns this same TTL. -2: no lock.
+local pttl = redis.call('PTTL', KEYS[1])
+local free = pttl == -2
+-- Held by our field already: a retried grant whose reply was lost.
+if not free and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   return grant(nil)
 end
 "#,
@@ -116,7 +137,7 @@ if upkeep then
 end
 local head = 0
 if first == nil or first == ARGV[6] then head = 1 end
-return {0, redis.call('PTTL', KEYS[1]), head}
+return {0, pttl, head}
 "#
     ),
 };
@@ -147,7 +168,8 @@ return {0, redis.call('PTTL', KEYS[1]), head}
 pub static LEAVE: Script = Script {
     name: "polylock_leave",
     source: concat!(
-        "-- polylock leave v9\n",
+        "-- polylock leave v10\n",
+        lua_next_token!(),
         r#"
 local function wake_redisson()
   redis.call('PUBLISH', ARGV[2], '0')
@@ -189,8 +211,7 @@ if held or ((was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0) then
     redis.call('ZREM', KEYS[3], first)
     redis.call('HSET', KEYS[1], field, 1)
     redis.call('PEXPIRE', KEYS[1], lease)
-    local token = math.max(tonumber(redis.call('GET', KEYS[4]) or '0') + 1, now_us)
-    redis.call('SET', KEYS[4], string.format('%.0f', token), 'PX', lease)
+    local token = next_token(KEYS[4], now_us, lease)
     redis.call('PUBLISH', ARGV[3] .. ':' .. first, string.format('%.0f', token))
     handed = true
   end
