@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -30,7 +31,14 @@ pub(crate) fn runtime() -> PyResult<&'static Runtime> {
     if let Some(rt) = current_for(pid) {
         return Ok(rt);
     }
+    // One worker: the task a call spawns, the Redis/ZooKeeper connection
+    // drivers and the reply's waker all run on one thread, so a blocking
+    // call costs one wake-up of that thread and one of the caller's, not
+    // extra wake-ups between workers (`tests/test_hot_path.py` counts
+    // them; the Node binding measured the same). The work is I/O and a
+    // few microseconds of table code per reply; one thread carries it.
     let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .thread_name("polylock-rt")
         .build()
@@ -59,19 +67,34 @@ pub(crate) enum OnInterrupt {
 /// Runs `fut` on the runtime and waits for it with the GIL released, in
 /// slices, checking for signals between them. A signal handler's exception
 /// (KeyboardInterrupt) is returned after the task is dealt with.
+///
+/// The outcome comes back over a std channel, waited on with its own
+/// timeout: a tokio timer per call would wake the runtime's thread to
+/// re-arm its driver, one more wake-up per call.
 pub(crate) fn wait<T, F>(py: Python<'_>, on_interrupt: OnInterrupt, fut: F) -> PyResult<T>
 where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
     let rt = runtime()?;
-    let mut task = rt.spawn(fut);
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let task = rt.spawn(async move {
+        // A receiver gone (the caller interrupted) drops the outcome: a
+        // guard in it gives its grant back.
+        let _ = tx.send(fut.await);
+    });
+    // `detach` needs a Sync closure; the mutex is never contended.
+    let rx = Mutex::new(rx);
     loop {
-        let polled = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_SLICE, &mut task).await }));
+        let polled = py.detach(|| rx.lock().unwrap_or_else(|p| p.into_inner()).recv_timeout(SIGNAL_SLICE));
         match polled {
-            Ok(Ok(value)) => return Ok(value),
-            Ok(Err(join_error)) => return Err(lock_error(format!("polylock task failed: {join_error}"))),
-            Err(_slice_elapsed) => {
+            Ok(value) => return Ok(value),
+            Err(RecvTimeoutError::Disconnected) => {
+                // The task ended without sending: it panicked.
+                let why = rt.block_on(task).err().map_or_else(|| "no outcome".to_owned(), |e| e.to_string());
+                return Err(lock_error(format!("polylock task failed: {why}")));
+            }
+            Err(RecvTimeoutError::Timeout) => {
                 if let Err(interrupted) = py.check_signals() {
                     if on_interrupt == OnInterrupt::Abort {
                         task.abort();
@@ -81,4 +104,13 @@ where
             }
         }
     }
+}
+
+/// The runtime thread's wake-ups so far: each time its worker went to
+/// sleep or woke (tokio's park/unpark count). The hot-path test counts
+/// them per acquire+release.
+#[pyfunction]
+pub(crate) fn runtime_wakes() -> PyResult<u64> {
+    let metrics = runtime()?.metrics();
+    Ok((0..metrics.num_workers()).map(|w| metrics.worker_park_unpark_count(w)).sum())
 }

@@ -13,11 +13,15 @@ __all__ = [
     "Semaphore",
     "connect",
     "fresh_owner_id",
+    "runtime_wakes",
 ]
 
 _Done: TypeAlias = Callable[[object, BaseException | None], object]
 
 def fresh_owner_id() -> int: ...
+
+# The runtime thread's sleeps and wake-ups so far (tokio's park/unpark count).
+def runtime_wakes() -> int: ...
 def connect(
     url: str,
     connect_timeout: float,
