@@ -15,14 +15,14 @@ use tokio::task::JoinHandle;
 
 use crate::errors::{Failure, Outcome};
 use crate::handles::LockHandle;
-use crate::runtime;
+use crate::runtime::{self, Slice, Sliced};
 use crate::upcalls;
 
 pub(crate) struct PendingAcquire {
     /// Keeps the Java lock handle (and its client's count) alive while the acquire runs.
     _lock: Arc<LockHandle>,
     owner: u64,
-    task: Mutex<Option<JoinHandle<polylock::Result<Guard>>>>,
+    task: Mutex<Option<Sliced<polylock::Result<Guard>>>>,
 }
 
 /// What `wait` tells Java, besides the fencing token (>= 0) of a grant.
@@ -37,7 +37,7 @@ fn timeout_of(timeout_nanos: i64) -> Option<Duration> {
 pub(crate) fn start(lock: Arc<LockHandle>, owner: u64, timeout_nanos: i64) -> PendingAcquire {
     let timeout = timeout_of(timeout_nanos);
     let l = lock.lock.clone();
-    let task = runtime::spawn(async move { l.acquire_as(OwnerId(owner), timeout).await });
+    let task = Sliced::spawn(async move { l.acquire_as(OwnerId(owner), timeout).await });
     PendingAcquire { _lock: lock, owner, task: Mutex::new(Some(task)) }
 }
 
@@ -49,18 +49,17 @@ impl PendingAcquire {
         let Some(task) = slot.as_mut() else {
             return Err(Failure::Illegal("this acquire already finished".into()));
         };
-        let slice = Duration::from_millis(millis.max(0) as u64);
-        // The timer must be made inside the runtime: build it in the async block.
-        let joined = match runtime::block_on(async move { tokio::time::timeout(slice, task).await }) {
-            Err(_elapsed) => return Ok(STILL_WAITING),
-            Ok(joined) => joined,
+        let joined = match task.wait(Duration::from_millis(millis.max(0) as u64)) {
+            Slice::StillRunning => return Ok(STILL_WAITING),
+            Slice::Done(outcome) => Ok(outcome),
+            Slice::Failed(why) => Err(why),
         };
         *slot = None;
         match joined {
             Ok(Ok(guard)) => Ok(claim(self.owner, guard, listener) as i64),
             Ok(Err(Error::Timeout(_) | Error::WouldBlock(_))) => Ok(NOT_GRANTED),
             Ok(Err(e)) => Err(e.into()),
-            Err(join) => Err(Failure::Panic(format!("acquire task failed: {join}"))),
+            Err(why) => Err(Failure::Panic(format!("acquire task failed: {why}"))),
         }
     }
 
@@ -69,9 +68,8 @@ impl PendingAcquire {
     pub(crate) fn cancel(&self) {
         let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(task) = task {
-            task.abort();
             // An unclaimed guard is dropped here, which releases it.
-            let _ = runtime::block_on(task);
+            drop(task.cancel());
         }
     }
 }

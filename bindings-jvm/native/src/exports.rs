@@ -49,6 +49,12 @@ pub extern "system" fn Java_io_polylock_Native_freshOwnerId<'l>(_env: JNIEnv<'l>
     OwnerId::fresh().0 as jlong
 }
 
+/// The runtime thread's sleeps and wake-ups so far (for the hot-path test).
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_runtimeWakes<'l>(_env: JNIEnv<'l>, _c: JClass<'l>) -> jlong {
+    runtime::wakes() as jlong
+}
+
 #[no_mangle]
 pub extern "system" fn Java_io_polylock_Native_clientConnect<'l>(
     mut env: JNIEnv<'l>,

@@ -11,37 +11,33 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
-
 use crate::acquire::{NOT_GRANTED, STILL_WAITING};
 use crate::errors::{Failure, Outcome};
 use crate::handles::SemaphoreHandle;
-use crate::runtime;
+use crate::runtime::{Slice, Sliced};
 
 type Grant = polylock::Result<Option<u64>>;
 
 pub(crate) struct PendingPermits {
     /// Keeps the Java semaphore handle (and its client's count) alive while the acquire runs.
     _sem: Arc<SemaphoreHandle>,
-    task: Mutex<Option<JoinHandle<Grant>>>,
+    task: Mutex<Option<Sliced<Grant>>>,
 }
 
 /// `timeout_nanos < 0`: wait until granted; 0: one try, no wait.
 pub(crate) fn start(sem: Arc<SemaphoreHandle>, count: u32, timeout_nanos: i64) -> PendingPermits {
     let timeout = (timeout_nanos >= 0).then(|| Duration::from_nanos(timeout_nanos as u64));
     let s = sem.sem.clone();
-    let task = runtime::spawn(async move { s.acquire_held(count, timeout).await });
+    let task = Sliced::spawn(async move { s.acquire_held(count, timeout).await });
     PendingPermits { _sem: sem, task: Mutex::new(Some(task)) }
 }
 
 /// The grant's token (>= 0), or [`NOT_GRANTED`]; errors as Java exceptions.
-fn outcome(joined: Result<Grant, tokio::task::JoinError>) -> Outcome<i64> {
-    match joined {
-        Ok(Ok(Some(token))) => Ok(token as i64),
-        Ok(Ok(None)) => Ok(NOT_GRANTED),
-        Ok(Err(e)) => Err(e.into()),
-        Err(join) if join.is_cancelled() => Ok(NOT_GRANTED),
-        Err(join) => Err(Failure::Panic(format!("semaphore acquire task failed: {join}"))),
+fn outcome(grant: Grant) -> Outcome<i64> {
+    match grant {
+        Ok(Some(token)) => Ok(token as i64),
+        Ok(None) => Ok(NOT_GRANTED),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -52,14 +48,16 @@ impl PendingPermits {
         let Some(task) = slot.as_mut() else {
             return Err(Failure::Illegal("this acquire already finished".into()));
         };
-        let slice = Duration::from_millis(millis.max(0) as u64);
-        // The timer must be made inside the runtime: build it in the async block.
-        let joined = match runtime::block_on(async move { tokio::time::timeout(slice, task).await }) {
-            Err(_elapsed) => return Ok(STILL_WAITING),
-            Ok(joined) => joined,
+        let grant = match task.wait(Duration::from_millis(millis.max(0) as u64)) {
+            Slice::StillRunning => return Ok(STILL_WAITING),
+            Slice::Done(grant) => grant,
+            Slice::Failed(why) => {
+                *slot = None;
+                return Err(Failure::Panic(format!("semaphore acquire task failed: {why}")));
+            }
         };
         *slot = None;
-        outcome(joined)
+        outcome(grant)
     }
 
     /// Cancels the acquire if it still runs and waits until the runtime has
@@ -69,7 +67,6 @@ impl PendingPermits {
     pub(crate) fn cancel(&self) -> i64 {
         let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
         let Some(task) = task else { return NOT_GRANTED };
-        task.abort();
-        outcome(runtime::block_on(task)).unwrap_or(NOT_GRANTED)
+        task.cancel().map_or(NOT_GRANTED, |grant| outcome(grant).unwrap_or(NOT_GRANTED))
     }
 }

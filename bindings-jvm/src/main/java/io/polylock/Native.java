@@ -25,6 +25,9 @@ final class Native {
     /** A new owner id from the runtime's process-wide allocator: positive, never reused. */
     static native long freshOwnerId();
 
+    /** The runtime thread's sleeps and wake-ups so far (tokio's park/unpark count). */
+    static native long runtimeWakes();
+
     static native long clientConnect(String url, long connectTimeoutMs, long requestTimeoutMs,
                                      long sessionTimeoutMs, long leaseMs, boolean debugFaults);
 

@@ -1,0 +1,56 @@
+package io.polylock;
+
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.Map;
+
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.MethodSource;
+
+/**
+ * Hot-path cost guard (issue 16), counted and not timed: how often the
+ * runtime's thread goes to sleep or wakes (tokio's park and unpark count)
+ * per uncontended lock+unlock.
+ *
+ * <p>{@code lock()} hands its acquire to the runtime's one worker and waits
+ * for the outcome on a channel; {@code unlock()} runs the release on the
+ * Java thread, its request and reply carried by the worker. At most, the
+ * worker wakes for each request and its reply and sleeps after each: 8 per
+ * lock+unlock; on ZooKeeper, the watch our delete fires can wake it once
+ * more (10). BOUND is that most, with a little slack for a stray wake-up. A
+ * runtime of several workers, or a tokio timer armed per wait, makes more
+ * (see the figures in the commit that added this test): a change that
+ * brings either back, or adds a hop, fails here and must say why.
+ */
+@Timeout(120)
+class RuntimeWakesTest {
+    private static final int ROUNDS = 200;
+    private static final Map<String, Double> BOUND = Map.of("redis", 8.5, "zk", 11.0);
+
+    static java.util.stream.Stream<String> backends() {
+        return Servers.both();
+    }
+
+    @ParameterizedTest
+    @MethodSource("backends")
+    void anUncontendedLockUnlockWakesTheRuntimeThreadAFewTimes(String url) throws Exception {
+        try (LockClient client = LockClient.connect(url)) {
+            java.util.concurrent.locks.Lock lock = client.newLock(Servers.unique(url, "wakes"));
+            for (int i = 0; i < 20; i++) {
+                lock.lock();
+                lock.unlock();
+            }
+            long before = Native.runtimeWakes();
+            for (int i = 0; i < ROUNDS; i++) {
+                lock.lock();
+                lock.unlock();
+            }
+            double perRound = (Native.runtimeWakes() - before) / (double) ROUNDS;
+            double bound = BOUND.get(url.startsWith("redis") ? "redis" : "zk");
+            System.out.printf("runtime wake-ups per lock+unlock on %s: %.2f%n", url, perRound);
+            assertTrue(perRound > 0 && perRound <= bound,
+                    String.format("%.2f runtime wake-ups per lock+unlock (at most %.1f)", perRound, bound));
+        }
+    }
+}
