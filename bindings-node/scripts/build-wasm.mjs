@@ -11,6 +11,13 @@ const pkgDir = join(dirname(fileURLToPath(import.meta.url)), '..')
 const repoRoot = join(pkgDir, '..')
 const targetDir = process.env.CARGO_TARGET_DIR || join(repoRoot, 'target')
 
+// A fresh rustup toolchain lacks the target (bench/run on a new machine
+// failed here): add it, a no-op when present.
+try {
+  execFileSync('rustup', ['target', 'add', 'wasm32-unknown-unknown'], { stdio: 'ignore' })
+} catch {
+  // No rustup: the build below says what is missing.
+}
 execFileSync('cargo', ['build', '--release', '-p', 'polylock-wasm', '--target', 'wasm32-unknown-unknown'], {
   cwd: pkgDir,
   stdio: 'inherit',
