@@ -17,16 +17,18 @@ import org.junit.jupiter.params.provider.MethodSource;
  * for the outcome on a channel; {@code unlock()} runs the release on the
  * Java thread, its request and reply carried by the worker. At most, the
  * worker wakes for each request and its reply and sleeps after each: 8 per
- * lock+unlock; on ZooKeeper, the watch our delete fires can wake it once
- * more (10). BOUND is that most, with a little slack for a stray wake-up. A
- * runtime of several workers, or a tokio timer armed per wait, makes more
- * (see the figures in the commit that added this test): a change that
- * brings either back, or adds a hop, fails here and must say why.
+ * lock+unlock; on ZooKeeper, the create's and the pipelined getChildren's
+ * replies can come apart (2 more) and the watch our delete fires can wake it
+ * once more (12). BOUND is that most, with a little slack for a stray
+ * wake-up. Counted here: 5.9 on Redis, 6.3 to 8.3 on ZooKeeper; the former
+ * runtime (2 workers, a tokio timer armed per wait) made 10.5 and 19.7. A
+ * change that brings either back, or adds a hop, fails here and must say
+ * why.
  */
 @Timeout(120)
 class RuntimeWakesTest {
     private static final int ROUNDS = 200;
-    private static final Map<String, Double> BOUND = Map.of("redis", 8.5, "zk", 11.0);
+    private static final Map<String, Double> BOUND = Map.of("redis", 8.5, "zk", 12.5);
 
     static java.util.stream.Stream<String> backends() {
         return Servers.both();
