@@ -3,10 +3,10 @@
 
 use std::future::Future;
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::mpsc::RecvTimeoutError;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use polylock::blocking::{Slice, Sliced};
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
 
@@ -65,40 +65,26 @@ pub(crate) enum OnInterrupt {
 }
 
 /// Runs `fut` on the runtime and waits for it with the GIL released, in
-/// slices, checking for signals between them. A signal handler's exception
-/// (KeyboardInterrupt) is returned after the task is dealt with.
-///
-/// The outcome comes back over a std channel, waited on with its own
-/// timeout: a tokio timer per call would wake the runtime's thread to
-/// re-arm its driver, one more wake-up per call.
+/// slices, checking for signals between them ([`Sliced`]: no tokio timer
+/// per slice). A signal handler's exception (KeyboardInterrupt) is
+/// returned after the task is dealt with.
 pub(crate) fn wait<T, F>(py: Python<'_>, on_interrupt: OnInterrupt, fut: F) -> PyResult<T>
 where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
-    let rt = runtime()?;
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let task = rt.spawn(async move {
-        // A receiver gone (the caller interrupted) drops the outcome: a
-        // guard in it gives its grant back.
-        let _ = tx.send(fut.await);
-    });
-    // `detach` needs a Sync closure; the mutex is never contended.
-    let rx = Mutex::new(rx);
+    let mut task = Sliced::spawn(runtime()?.handle(), fut);
     loop {
-        let polled = py.detach(|| rx.lock().unwrap_or_else(|p| p.into_inner()).recv_timeout(SIGNAL_SLICE));
-        match polled {
-            Ok(value) => return Ok(value),
-            Err(RecvTimeoutError::Disconnected) => {
-                // The task ended without sending: it panicked.
-                let why = rt.block_on(task).err().map_or_else(|| "no outcome".to_owned(), |e| e.to_string());
-                return Err(lock_error(format!("polylock task failed: {why}")));
-            }
-            Err(RecvTimeoutError::Timeout) => {
+        match py.detach(|| task.wait(SIGNAL_SLICE)) {
+            Slice::Done(value) => return Ok(value),
+            Slice::Failed(why) => return Err(lock_error(format!("polylock task failed: {why}"))),
+            Slice::StillRunning => {
                 if let Err(interrupted) = py.check_signals() {
                     if on_interrupt == OnInterrupt::Abort {
-                        task.abort();
+                        // A grant that raced the abort is dropped: given back.
+                        py.detach(|| drop(task.cancel()));
                     }
+                    // Detach: dropping `task` leaves it running.
                     return Err(interrupted);
                 }
             }
@@ -111,6 +97,5 @@ where
 /// them per acquire+release.
 #[pyfunction]
 pub(crate) fn runtime_wakes() -> PyResult<u64> {
-    let metrics = runtime()?.metrics();
-    Ok((0..metrics.num_workers()).map(|w| metrics.worker_park_unpark_count(w)).sum())
+    Ok(polylock::blocking::thread_wakes(runtime()?.handle()))
 }

@@ -19,6 +19,8 @@
 //! ```
 
 mod backend;
+#[doc(hidden)]
+pub mod blocking;
 mod client;
 mod clock;
 mod error;

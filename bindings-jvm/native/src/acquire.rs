@@ -37,7 +37,7 @@ fn timeout_of(timeout_nanos: i64) -> Option<Duration> {
 pub(crate) fn start(lock: Arc<LockHandle>, owner: u64, timeout_nanos: i64) -> PendingAcquire {
     let timeout = timeout_of(timeout_nanos);
     let l = lock.lock.clone();
-    let task = Sliced::spawn(async move { l.acquire_as(OwnerId(owner), timeout).await });
+    let task = runtime::sliced(async move { l.acquire_as(OwnerId(owner), timeout).await });
     PendingAcquire { _lock: lock, owner, task: Mutex::new(Some(task)) }
 }
 

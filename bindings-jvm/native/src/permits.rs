@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::acquire::{NOT_GRANTED, STILL_WAITING};
 use crate::errors::{Failure, Outcome};
 use crate::handles::SemaphoreHandle;
-use crate::runtime::{Slice, Sliced};
+use crate::runtime::{self, Slice, Sliced};
 
 type Grant = polylock::Result<Option<u64>>;
 
@@ -28,7 +28,7 @@ pub(crate) struct PendingPermits {
 pub(crate) fn start(sem: Arc<SemaphoreHandle>, count: u32, timeout_nanos: i64) -> PendingPermits {
     let timeout = (timeout_nanos >= 0).then(|| Duration::from_nanos(timeout_nanos as u64));
     let s = sem.sem.clone();
-    let task = Sliced::spawn(async move { s.acquire_held(count, timeout).await });
+    let task = runtime::sliced(async move { s.acquire_held(count, timeout).await });
     PendingPermits { _sem: sem, task: Mutex::new(Some(task)) }
 }
 

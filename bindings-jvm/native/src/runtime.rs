@@ -1,12 +1,11 @@
 //! The one tokio runtime of the process: every client's connections and
 //! timers live on it, and Java threads block on it with `block_on`, or wait
-//! for a spawned task's outcome in slices ([`Sliced`]).
+//! for a spawned task's outcome in slices ([`sliced`]).
 
 use std::future::Future;
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::LazyLock;
-use std::time::Duration;
 
+pub(crate) use polylock::blocking::{Slice, Sliced};
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 
@@ -41,54 +40,10 @@ where
 
 /// The runtime thread's sleeps and wake-ups so far (tokio's park/unpark count).
 pub(crate) fn wakes() -> u64 {
-    let metrics = RUNTIME.metrics();
-    (0..metrics.num_workers()).map(|w| metrics.worker_park_unpark_count(w)).sum()
+    polylock::blocking::thread_wakes(RUNTIME.handle())
 }
 
-/// A task whose outcome a Java thread waits for in slices (to answer
-/// interrupts between them). The outcome comes over a std channel, waited
-/// on with its own timeout: a tokio timer per slice would wake the
-/// runtime's thread to re-arm its driver, one more wake-up per call.
-pub(crate) struct Sliced<T> {
-    task: JoinHandle<()>,
-    outcome: mpsc::Receiver<T>,
-}
-
-/// Where a [`Sliced`] task is after a slice.
-pub(crate) enum Slice<T> {
-    Done(T),
-    StillRunning,
-    /// It ended without an outcome: it panicked (why).
-    Failed(String),
-}
-
-impl<T: Send + 'static> Sliced<T> {
-    pub(crate) fn spawn(fut: impl Future<Output = T> + Send + 'static) -> Self {
-        let (tx, outcome) = mpsc::sync_channel(1);
-        // A receiver gone drops the outcome: a guard in it gives its grant back.
-        let task = spawn(async move {
-            let _ = tx.send(fut.await);
-        });
-        Sliced { task, outcome }
-    }
-
-    /// Waits up to `slice` for the outcome.
-    pub(crate) fn wait(&mut self, slice: Duration) -> Slice<T> {
-        match self.outcome.recv_timeout(slice) {
-            Ok(value) => Slice::Done(value),
-            Err(RecvTimeoutError::Timeout) => Slice::StillRunning,
-            Err(RecvTimeoutError::Disconnected) => {
-                let why = block_on(&mut self.task).err().map_or_else(|| "no outcome".into(), |e| e.to_string());
-                Slice::Failed(why)
-            }
-        }
-    }
-
-    /// Aborts the task and waits for its end: its outcome, if it came
-    /// before the abort took effect.
-    pub(crate) fn cancel(self) -> Option<T> {
-        self.task.abort();
-        let _ = block_on(self.task);
-        self.outcome.try_recv().ok()
-    }
+/// Spawns `fut` for a Java thread to wait on in slices (to answer interrupts).
+pub(crate) fn sliced<T: Send + 'static>(fut: impl Future<Output = T> + Send + 'static) -> Sliced<T> {
+    Sliced::spawn(RUNTIME.handle(), fut)
 }
