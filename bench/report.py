@@ -234,9 +234,9 @@ def main():
         if ours and theirs:
             ratio = ours["p50"] / theirs["p50"]
             figure = f"{ratio:.2f}× ({fmt(ours['p50'])} vs {fmt(theirs['p50'])} µs)"
-            # A binding runs the Rust path plus its own crossings, so a
-            # target below the Rust p50 of the same run asks the core path
-            # to get faster, not the binding: say so beside the figure.
+            # A binding on the Rust runtime runs the Rust client's path plus
+            # its own crossings, so a target below the Rust p50 of the same
+            # run needs that shared path faster first: say so beside the figure.
             native, goal = find("rust", b, metric, system="polylock"), limit * theirs["p50"]
             if native and goal < native["p50"]:
                 figure += f"; the target, {fmt(goal)} µs, is below polylock's Rust p50 in this run ({fmt(native['p50'])} µs)"
