@@ -35,29 +35,47 @@ function percentiles(samplesNs) {
   return { n: s.length, p50: at(0.5), p99: at(0.99), min: toMs(s[0]), max: toMs(s[s.length - 1]) }
 }
 
-async function floor() {
-  const redis = new Redis(REDIS)
-  const samples = []
-  for (let i = 0; i < WARMUP + ITERATIONS; i++) {
-    const t = now()
-    await redis.ping()
-    if (i >= WARMUP) samples.push(now() - t)
+const BATCH = 100
+
+// Timed operations measured interleaved: after each one's warm-up, batches of
+// BATCH take turns (the first op of each round rotating), so that the
+// machine's load and drift fall on every op alike and a ratio of two p50s
+// compares the ops, not the moments they happened to run at.
+async function interleaved(ops) {
+  const samples = ops.map(() => [])
+  for (const op of ops) for (let i = 0; i < WARMUP; i++) await op()
+  for (let r = 0; r * BATCH < ITERATIONS; r++) {
+    const batch = Math.min(BATCH, ITERATIONS - r * BATCH)
+    for (let k = 0; k < ops.length; k++) {
+      const i = (r + k) % ops.length
+      for (let j = 0; j < batch; j++) {
+        const t = now()
+        await ops[i]()
+        samples[i].push(now() - t)
+      }
+    }
   }
-  await redis.quit()
-  return percentiles(samples)
+  return samples.map(percentiles)
+}
+
+// The floor (an ioredis PING) and every implementation's uncontended
+// acquire+release on Redis, interleaved.
+async function uncontendedOnRedis() {
+  const redis = new Redis(REDIS)
+  const impls = await Promise.all(KINDS.map((kind) => open(kind, REDIS)))
+  const keys = KINDS.map((kind) => key(`uncontended-${kind}`))
+  const ops = [() => redis.ping(), ...impls.map((impl, i) => async () => impl.release(await impl.acquire(keys[i])))]
+  const [floor, ...rest] = await interleaved(ops)
+  await Promise.all([redis.quit(), ...impls.map((impl) => impl.close())])
+  return { floor, uncontended: Object.fromEntries(KINDS.map((kind, i) => [kind, rest[i]])) }
 }
 
 async function uncontended(kind, url) {
   const impl = await open(kind, url)
   const k = key(`uncontended-${kind}`)
-  const samples = []
-  for (let i = 0; i < WARMUP + ITERATIONS; i++) {
-    const t = now()
-    await impl.release(await impl.acquire(k))
-    if (i >= WARMUP) samples.push(now() - t)
-  }
+  const [samples] = await interleaved([async () => impl.release(await impl.acquire(k))])
   await impl.close()
-  return percentiles(samples)
+  return samples
 }
 
 async function handoff(kind, url) {
@@ -118,9 +136,10 @@ console.error(`throughput (acquire+release/s, ${TP_LOCKS} locks, ${TP_LOOPS} asy
 if (process.env.BENCH_ONLY_THROUGHPUT === '1') process.exit(0)
 
 const results = { settings: { WARMUP, ITERATIONS, HANDOFFS, HOLD_MS, POLL_MS, redis: REDIS, zk: ZK ?? null }, redis: {}, zookeeper: {}, throughput: throughputs }
-results.floor = await floor()
+const onRedis = await uncontendedOnRedis()
+results.floor = onRedis.floor
 for (const kind of KINDS) {
-  results.redis[kind] = { uncontended: await uncontended(kind, REDIS), handoff: await handoff(kind, REDIS) }
+  results.redis[kind] = { uncontended: onRedis.uncontended[kind], handoff: await handoff(kind, REDIS) }
   console.error(`done: ${kind} on redis`)
 }
 if (ZK) {
@@ -132,7 +151,7 @@ const f = (ms) => ms.toFixed(3)
 const ratio = (a, b) => `${(a / b).toFixed(2)}x`
 const poly = results.redis.polylock
 const lines = [
-  `Node ${process.version}; ${ITERATIONS} uncontended acquire+release after ${WARMUP} warm-up; ${HANDOFFS} cross-process handoffs`,
+  `Node ${process.version}; ${ITERATIONS} uncontended acquire+release after ${WARMUP} warm-up (the floor and the Redis implementations interleaved, in batches of ${BATCH}); ${HANDOFFS} cross-process handoffs`,
   `(holder releases -> waiter in another process returns, process.hrtime.bigint()); peers poll every ${POLL_MS} ms. Times in ms.`,
   '',
   '| backend | implementation | uncontended p50 | uncontended p99 | handoff p50 | handoff p99 | polylock/this uncontended p50 | polylock/this handoff p50 |',

@@ -120,17 +120,38 @@ def percentiles(samples_ns: list[int]) -> dict[str, float]:
     return {"p50": at(0.50), "p99": at(0.99), "n": len(s)}
 
 
-def uncontended(lib: str, name: str, iterations: int, warmup: int) -> dict[str, float]:
-    c = make(lib, name)
-    samples = []
-    for i in range(warmup + iterations):
-        t0 = time.perf_counter_ns()
-        c.acquire()
-        c.release()
-        if i >= warmup:
-            samples.append(time.perf_counter_ns() - t0)
-    c.close()
-    return percentiles(samples)
+BATCH = 100
+
+
+def uncontended(
+    libs: list[str], names: dict[str, str], iterations: int, warmup: int
+) -> dict[str, dict[str, float]]:
+    """Uncontended acquire+release of every library in ``libs``, interleaved:
+    batches of ``BATCH`` take turns (the first library of each round
+    rotating), so that the machine's load and drift fall on every library
+    alike and a ratio of two p50s compares the libraries, not the moments
+    they happened to run at."""
+    contenders = {lib: make(lib, names[lib]) for lib in libs}
+    samples: dict[str, list[int]] = {lib: [] for lib in libs}
+    try:
+        for c in contenders.values():
+            for _ in range(warmup):
+                c.acquire()
+                c.release()
+        for r in range(-(-iterations // BATCH)):
+            batch = min(BATCH, iterations - r * BATCH)
+            for k in range(len(libs)):
+                lib = libs[(r + k) % len(libs)]
+                c, out = contenders[lib], samples[lib]
+                for _ in range(batch):
+                    t0 = time.perf_counter_ns()
+                    c.acquire()
+                    c.release()
+                    out.append(time.perf_counter_ns() - t0)
+    finally:
+        for c in contenders.values():
+            c.close()
+    return {lib: percentiles(s) for lib, s in samples.items()}
 
 
 def _waiter(lib: str, name: str, conn: Connection) -> None:
@@ -253,13 +274,17 @@ def main(argv: list[str] | None = None) -> None:
     print(f"throughput (acquire+release/s, 1,000 locks, 16 threads, one client): {tp}", flush=True)
     if args.only_throughput:
         return
+    names = {lib: f"/polylock-bench/{lib}-{run}" for lib in args.only}
+    # Each backend's libraries (its floor included) measured interleaved.
+    latency: dict[str, dict[str, float]] = {}
+    for backend in dict.fromkeys(LIBRARIES[lib][0] for lib in args.only):
+        libs = [lib for lib in args.only if LIBRARIES[lib][0] == backend]
+        latency |= uncontended(libs, names, args.iterations, args.warmup)
     results: dict[str, dict[str, object]] = {}
     for lib in args.only:
-        name = f"/polylock-bench/{lib}-{run}"
-        entry: dict[str, object] = {"backend": LIBRARIES[lib][0]}
-        entry["uncontended_us"] = uncontended(lib, name, args.iterations, args.warmup)
+        entry: dict[str, object] = {"backend": LIBRARIES[lib][0], "uncontended_us": latency[lib]}
         if not lib.startswith("floor"):
-            entry["handoff_us"] = handoff(lib, name, args.handoffs)
+            entry["handoff_us"] = handoff(lib, names[lib], args.handoffs)
         results[lib] = entry
         print(f"{lib}: {entry}", flush=True)
     md = table(results)
@@ -276,7 +301,8 @@ def main(argv: list[str] | None = None) -> None:
     print("\n" + md)
     (HERE / "results.md").write_text(
         f"Python {meta['python']}, {meta['cpus']} CPUs, loopback servers; "
-        f"{args.iterations} uncontended iterations, {args.handoffs} cross-process handoffs.\n\n"
+        f"{args.iterations} uncontended iterations (each backend's libraries interleaved, "
+        f"in batches of {BATCH}), {args.handoffs} cross-process handoffs.\n\n"
         + md
         + "\n\nThroughput, acquire+release per second across 1,000 distinct locks from one client "
         + "(16 threads, `with client.lock(name):`, 3 s after 0.5 s warm-up):\n\n"

@@ -5,6 +5,8 @@
 //! - ZooKeeper: raw `exists`; the naive lock issued raw (create ephemeral
 //!   sequential + getChildren pipelined, then delete); polylock acquire+release.
 //!
+//! Each backend's rows run interleaved (see [`interleaved`]).
+//!
 //! Usage: polylock-bench [--iterations N] [--out DIR]
 //! Reads POLYLOCK_TEST_REDIS and POLYLOCK_TEST_ZK.
 
@@ -27,21 +29,35 @@ fn stats(name: &'static str, mut v: Vec<Duration>) -> Stats {
     Stats { name, p50: at(0.5), p99: at(0.99) }
 }
 
-async fn time_n<F, Fut>(n: usize, mut f: F) -> Vec<Duration>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    for _ in 0..n / 10 {
-        f().await; // warm-up
+/// One timed operation of an [`interleaved`] comparison.
+type Op<'a> = Box<dyn FnMut() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + 'a>> + 'a>;
+
+/// Iterations per batch of [`interleaved`].
+const BATCH: usize = 100;
+
+/// Times `n` runs of each op after `n / 10` warm-up runs, in batches of
+/// [`BATCH`] that take turns (the first op of each round rotating), so that
+/// the machine's load and drift fall on every op alike and a ratio of their
+/// p50s compares the ops, not the moments they happened to run at.
+async fn interleaved(n: usize, mut ops: Vec<(&'static str, Op<'_>)>) -> Vec<Stats> {
+    for (_, op) in ops.iter_mut() {
+        for _ in 0..n / 10 {
+            op().await; // warm-up
+        }
     }
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        let t = Instant::now();
-        f().await;
-        out.push(t.elapsed());
+    let mut samples: Vec<Vec<Duration>> = ops.iter().map(|_| Vec::with_capacity(n)).collect();
+    for round in 0..n.div_ceil(BATCH) {
+        let batch = BATCH.min(n - round * BATCH);
+        for k in 0..ops.len() {
+            let i = (round + k) % ops.len();
+            for _ in 0..batch {
+                let t = Instant::now();
+                (ops[i].1)().await;
+                samples[i].push(t.elapsed());
+            }
+        }
     }
-    out
+    ops.iter().zip(samples).map(|((name, _), v)| stats(name, v)).collect()
 }
 
 fn host_port(url: &str) -> String {
@@ -61,122 +77,114 @@ async fn main() {
     let zk_url = std::env::var("POLYLOCK_TEST_ZK").expect("POLYLOCK_TEST_ZK");
     let name = format!("bench-rust-{}", std::process::id());
 
-    let mut rows = Vec::new();
-    // Redis floor: PING on a multiplexed connection.
+    // Redis: the floor (PING on a multiplexed connection), the protocol
+    // floor (polylock's two scripts issued raw, no runtime) and polylock.
     let mut raw = redis::Client::open(redis_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
-    rows.push(stats(
-        "redis PING (raw round trip)",
-        time_n(n, || {
-            let mut c = raw.clone();
-            async move {
-                let _: String = redis::cmd("PING").query_async(&mut c).await.unwrap();
-            }
-        })
-        .await,
-    ));
-    // The protocol floor: polylock's two scripts issued raw, no runtime.
-    {
-        use polylock_core::{redis as proto, LockName};
-        let n_ = proto::RedisKeys::of(&LockName::new(&name).unwrap());
-        let acquire = redis::Script::new(proto::ACQUIRE.source);
-        let leave = redis::Script::new(proto::LEAVE.source);
-        let field = "raw-bench:1".to_owned();
-        rows.push(stats(
-            "redis raw: polylock's acquire + leave scripts, no runtime",
-            time_n(n, || {
-                let mut c = raw.clone();
-                let (acquire, leave, n_, field) = (&acquire, &leave, &n_, field.clone());
-                async move {
-                    let _: redis::Value = acquire
-                        .key(n_.lock())
-                        .key(n_.fence().to_owned())
-                        .key(n_.queue().to_owned())
-                        .key(n_.queue_deadline().to_owned())
-                        .arg(&field)
-                        .arg(30000)
-                        .arg("1")
-                        .arg(30000)
-                        .arg(n_.channel().to_owned())
-                        .arg(format!("{field}|0"))
-                        .invoke_async(&mut c)
-                        .await
-                        .unwrap();
-                    let _: redis::Value = leave
-                        .key(n_.lock())
-                        .key(n_.queue().to_owned())
-                        .key(n_.queue_deadline().to_owned())
-                        .key(n_.fence().to_owned())
-                        .arg(&field)
-                        .arg(n_.channel().to_owned())
-                        .arg(n_.channel().to_owned())
-                        .arg(format!("{field}|0"))
-                        .invoke_async(&mut c)
-                        .await
-                        .unwrap();
-                }
-            })
-            .await,
-        ));
-    }
     let client = Client::connect(&redis_url).await.unwrap();
     let lock = client.lock(&name).unwrap();
-    rows.push(stats(
-        "polylock redis acquire+release",
-        time_n(n, || {
-            let lock = lock.clone();
-            async move {
+    let mut rows = {
+        use polylock_core::{redis as proto, LockName};
+        let keys = proto::RedisKeys::of(&LockName::new(&name).unwrap());
+        let acquire = redis::Script::new(proto::ACQUIRE.source);
+        let leave = redis::Script::new(proto::LEAVE.source);
+        let field = "raw-bench:1";
+        let (raw, keys, acquire, leave, lock) = (&raw, &keys, &acquire, &leave, &lock);
+        let ping: Op = Box::new(move || {
+            let mut c = raw.clone();
+            Box::pin(async move {
+                let _: String = redis::cmd("PING").query_async(&mut c).await.unwrap();
+            })
+        });
+        let scripts: Op = Box::new(move || {
+            let mut c = raw.clone();
+            Box::pin(async move {
+                let _: redis::Value = acquire
+                    .key(keys.lock())
+                    .key(keys.fence())
+                    .key(keys.queue())
+                    .key(keys.queue_deadline())
+                    .arg(field)
+                    .arg(30000)
+                    .arg("1")
+                    .arg(30000)
+                    .arg(keys.channel())
+                    .arg(format!("{field}|0"))
+                    .invoke_async(&mut c)
+                    .await
+                    .unwrap();
+                let _: redis::Value = leave
+                    .key(keys.lock())
+                    .key(keys.queue())
+                    .key(keys.queue_deadline())
+                    .key(keys.fence())
+                    .arg(field)
+                    .arg(keys.channel())
+                    .arg(keys.channel())
+                    .arg(format!("{field}|0"))
+                    .invoke_async(&mut c)
+                    .await
+                    .unwrap();
+            })
+        });
+        let polylock: Op = Box::new(move || {
+            Box::pin(async move {
                 let g = lock.acquire_as(OwnerId(1), None).await.unwrap();
                 g.release().await.unwrap();
-            }
-        })
-        .await,
-    ));
+            })
+        });
+        interleaved(
+            n,
+            vec![
+                ("redis PING (raw round trip)", ping),
+                ("redis raw: polylock's acquire + leave scripts, no runtime", scripts),
+                ("polylock redis acquire+release", polylock),
+            ],
+        )
+        .await
+    };
     let _: () = redis::cmd("DEL").arg(format!("polylock_fence:{{{name}}}")).query_async(&mut raw).await.unwrap();
 
-    // ZooKeeper floor: exists, and the naive lock issued raw.
+    // ZooKeeper: the floor (exists), the naive lock issued raw, and polylock.
     let z = zk::Client::connect(&host_port(&zk_url)).await.unwrap();
     let zpath = format!("/{name}");
     z.mkdir(&zpath, &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all())).await.unwrap();
-    rows.push(stats(
-        "zookeeper exists (raw round trip)",
-        time_n(n, || {
-            let z = z.clone();
-            let p = zpath.clone();
-            async move {
-                z.check_stat(&p).await.unwrap();
-            }
-        })
-        .await,
-    ));
-    rows.push(stats(
-        "zookeeper naive lock raw: create+getChildren pipelined, delete",
-        time_n(n, || {
-            let z = z.clone();
-            let p = zpath.clone();
-            async move {
-                let mode = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-                let prefix = format!("{p}/lock-");
-                let create = z.create(&prefix, b"", &mode);
-                let list = z.list_children(&p);
-                let ((_, seq), _) = (create.await.unwrap(), list.await.unwrap());
-                z.delete(&format!("{prefix}{seq}"), None).await.unwrap();
-            }
-        })
-        .await,
-    ));
     let zclient = Client::connect(&zk_url).await.unwrap();
     let zlock = zclient.lock(&zpath).unwrap();
-    rows.push(stats(
-        "polylock zookeeper acquire+release",
-        time_n(n, || {
-            let lock = zlock.clone();
-            async move {
-                let g = lock.acquire_as(OwnerId(1), None).await.unwrap();
+    {
+        let (z, zpath, zlock) = (&z, &zpath, &zlock);
+        let exists: Op = Box::new(move || {
+            Box::pin(async move {
+                z.check_stat(zpath).await.unwrap();
+            })
+        });
+        let naive: Op = Box::new(move || {
+            Box::pin(async move {
+                let mode = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+                let prefix = format!("{zpath}/lock-");
+                let create = z.create(&prefix, b"", &mode);
+                let list = z.list_children(zpath);
+                let ((_, seq), _) = (create.await.unwrap(), list.await.unwrap());
+                z.delete(&format!("{prefix}{seq}"), None).await.unwrap();
+            })
+        });
+        let polylock: Op = Box::new(move || {
+            Box::pin(async move {
+                let g = zlock.acquire_as(OwnerId(1), None).await.unwrap();
                 g.release().await.unwrap();
-            }
-        })
-        .await,
-    ));
+            })
+        });
+        rows.extend(
+            interleaved(
+                n,
+                vec![
+                    ("zookeeper exists (raw round trip)", exists),
+                    ("zookeeper naive lock raw: create+getChildren pipelined, delete", naive),
+                    ("polylock zookeeper acquire+release", polylock),
+                ],
+            )
+            .await,
+        );
+    }
 
     // Handoff: a holder releases while a waiter in another process is blocked.
     let exe = std::env::current_exe().unwrap();
@@ -205,7 +213,7 @@ async fn main() {
         md.push_str(&format!("| {} | {:.0} | {:.0} | {} |\n", r.name, r.p50, r.p99, ratio));
     }
     md.push_str(&format!(
-        "\n{n} iterations each after {} warm-up ({handoffs} handoffs), servers on loopback. Handoff ratios: redis {:.2}× a PING, zookeeper {:.2}× an exists.\n\n",
+        "\n{n} iterations each after {} warm-up ({handoffs} handoffs), servers on loopback. The three Redis rows, and the three ZooKeeper rows, ran interleaved: batches of {BATCH} taking turns, so that a ratio between them compares the operations, not the machine's load at two moments. Handoff ratios: redis {:.2}× a PING, zookeeper {:.2}× an exists.\n\n",
         n / 10,
         rows[6].p50 / ping,
         rows[7].p50 / exists

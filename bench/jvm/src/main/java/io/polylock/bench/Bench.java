@@ -93,98 +93,111 @@ public final class Bench {
         }
         List<Row> rows = new ArrayList<>();
 
+        // Each group of uncontended rows (a floor, polylock, its peer) runs
+        // interleaved (see interleaved()); handoffs run one system at a time.
         // ---- ZooKeeper ----
         ZooKeeper zk = plainZk(zkConnect);
-        rows.add(measure("floor: 1 round trip", "ZooKeeper exists", () -> zk.exists("/", false)));
-        try (LockClient a = LockClient.connect(zkUrl); LockClient b = LockClient.connect(zkUrl)) {
-            String name = "/" + run + "-zk";
-            rows.add(uncontended("polylock (zk)", polylock(a, name)));
-            rows.add(handoff("polylock (zk)", polylock(a, name + "-h"), polylock(b, name + "-h")));
-        }
         CuratorFramework ca = curator(zkConnect);
         CuratorFramework cb = curator(zkConnect);
-        String cname = "/" + run + "-curator";
-        rows.add(uncontended("Curator InterProcessMutex", curatorLocker(ca, cname)));
-        rows.add(handoff("Curator InterProcessMutex", curatorLocker(ca, cname + "-h"), curatorLocker(cb, cname + "-h")));
-        // Read-write locks: a read lock+unlock alone, and a writer's release taken by a blocked reader.
         try (LockClient a = LockClient.connect(zkUrl); LockClient b = LockClient.connect(zkUrl)) {
-            String name = "/" + run + "-zk-rw";
-            rows.add(uncontended(RW_READ, "polylock (zk)", locker(a.newReadWriteLock(name).readLock())));
-            rows.add(handoff(RW_HANDOFF, "polylock (zk)", locker(a.newReadWriteLock(name + "-h").writeLock()),
-                    locker(b.newReadWriteLock(name + "-h").readLock())));
+            String name = "/" + run + "-zk";
+            String cname = "/" + run + "-curator";
+            Map<String, Row> u = interleaved("uncontended lock+unlock", Map.of(
+                    "ZooKeeper exists", () -> zk.exists("/", false),
+                    "polylock (zk)", lockUnlock(polylock(a, name)),
+                    "Curator InterProcessMutex", lockUnlock(curatorLocker(ca, cname))));
+            rows.add(floorRow(u.get("ZooKeeper exists")));
+            rows.add(u.get("polylock (zk)"));
+            rows.add(handoff("polylock (zk)", polylock(a, name + "-h"), polylock(b, name + "-h")));
+            rows.add(u.get("Curator InterProcessMutex"));
+            rows.add(handoff("Curator InterProcessMutex", curatorLocker(ca, cname + "-h"), curatorLocker(cb, cname + "-h")));
+            // Read-write locks: a read lock+unlock alone, and a writer's release taken by a blocked reader.
+            u = interleaved(RW_READ, Map.of(
+                    "polylock (zk)", lockUnlock(locker(a.newReadWriteLock(name + "-rw").readLock())),
+                    "Curator InterProcessReadWriteLock",
+                    lockUnlock(curatorLocker(new InterProcessReadWriteLock(ca, cname + "-rw").readLock()))));
+            rows.add(u.get("polylock (zk)"));
+            rows.add(handoff(RW_HANDOFF, "polylock (zk)", locker(a.newReadWriteLock(name + "-rwh").writeLock()),
+                    locker(b.newReadWriteLock(name + "-rwh").readLock())));
+            rows.add(u.get("Curator InterProcessReadWriteLock"));
+            rows.add(handoff(RW_HANDOFF, "Curator InterProcessReadWriteLock",
+                    curatorLocker(new InterProcessReadWriteLock(ca, cname + "-rwh").writeLock()),
+                    curatorLocker(new InterProcessReadWriteLock(cb, cname + "-rwh").readLock())));
+            // Semaphores: one lease of 4 alone, and the holder of a 1-lease semaphore's release taken by a waiter
+            // (polylock's ZooKeeper semaphore is Curator's InterProcessSemaphoreV2 layout).
+            u = interleaved(SEM_ONE, Map.of(
+                    "polylock (zk)", lockUnlock(permits(a.newSemaphore(name + "-sem", 4))),
+                    CURATOR_SEMAPHORE, lockUnlock(curatorPermits(ca, cname + "-sem", 4))));
+            rows.add(u.get("polylock (zk)"));
+            rows.add(handoff(SEM_HANDOFF, "polylock (zk)", permits(a.newSemaphore(name + "-semh", 1)),
+                    permits(b.newSemaphore(name + "-semh", 1))));
+            rows.add(u.get(CURATOR_SEMAPHORE));
+            rows.add(handoff(SEM_HANDOFF, CURATOR_SEMAPHORE, curatorPermits(ca, cname + "-semh", 1),
+                    curatorPermits(cb, cname + "-semh", 1)));
         }
-        rows.add(uncontended(RW_READ, "Curator InterProcessReadWriteLock",
-                curatorLocker(new InterProcessReadWriteLock(ca, cname + "-rw").readLock())));
-        rows.add(handoff(RW_HANDOFF, "Curator InterProcessReadWriteLock",
-                curatorLocker(new InterProcessReadWriteLock(ca, cname + "-rwh").writeLock()),
-                curatorLocker(new InterProcessReadWriteLock(cb, cname + "-rwh").readLock())));
-        // Semaphores: one lease of 4 alone, and the holder of a 1-lease semaphore's release taken by a waiter
-        // (polylock's ZooKeeper semaphore is Curator's InterProcessSemaphoreV2 layout).
-        try (LockClient a = LockClient.connect(zkUrl); LockClient b = LockClient.connect(zkUrl)) {
-            String name = "/" + run + "-zk-sem";
-            rows.add(uncontended(SEM_ONE, "polylock (zk)", permits(a.newSemaphore(name, 4))));
-            rows.add(handoff(SEM_HANDOFF, "polylock (zk)", permits(a.newSemaphore(name + "-h", 1)),
-                    permits(b.newSemaphore(name + "-h", 1))));
-        }
-        rows.add(uncontended(SEM_ONE, CURATOR_SEMAPHORE, curatorPermits(ca, cname + "-sem", 4)));
-        rows.add(handoff(SEM_HANDOFF, CURATOR_SEMAPHORE, curatorPermits(ca, cname + "-semh", 1),
-                curatorPermits(cb, cname + "-semh", 1)));
         ca.close();
         cb.close();
         zk.close();
 
         // ---- Redis ----
-        try (Jedis jedis = new Jedis(redis.getHost(), redis.getPort())) {
-            rows.add(measure("floor: 1 round trip", "Redis PING", jedis::ping));
-        }
-        try (LockClient a = LockClient.connect(redisUrl); LockClient b = LockClient.connect(redisUrl)) {
-            String name = run + "-redis";
-            rows.add(uncontended("polylock (redis)", polylock(a, name)));
-            rows.add(handoff("polylock (redis)", polylock(a, name + "-h"), polylock(b, name + "-h")));
-        }
         RedissonClient ra = redisson(redisUrl);
         RedissonClient rb = redisson(redisUrl);
-        String rname = run + "-redisson";
-        rows.add(uncontended("Redisson RLock", redissonLocker(ra, rname)));
-        rows.add(handoff("Redisson RLock", redissonLocker(ra, rname + "-h"), redissonLocker(rb, rname + "-h")));
-        try (LockClient a = LockClient.connect(redisUrl); LockClient b = LockClient.connect(redisUrl)) {
-            String name = run + "-redis-rw";
-            rows.add(uncontended(RW_READ, "polylock (redis)", locker(a.newReadWriteLock(name).readLock())));
-            rows.add(handoff(RW_HANDOFF, "polylock (redis)", locker(a.newReadWriteLock(name + "-h").writeLock()),
-                    locker(b.newReadWriteLock(name + "-h").readLock())));
+        try (Jedis jedis = new Jedis(redis.getHost(), redis.getPort());
+                LockClient a = LockClient.connect(redisUrl);
+                LockClient b = LockClient.connect(redisUrl)) {
+            String name = run + "-redis";
+            String rname = run + "-redisson";
+            Map<String, Row> u = interleaved("uncontended lock+unlock", Map.of(
+                    "Redis PING", jedis::ping,
+                    "polylock (redis)", lockUnlock(polylock(a, name)),
+                    "Redisson RLock", lockUnlock(redissonLocker(ra, rname))));
+            rows.add(floorRow(u.get("Redis PING")));
+            rows.add(u.get("polylock (redis)"));
+            rows.add(handoff("polylock (redis)", polylock(a, name + "-h"), polylock(b, name + "-h")));
+            rows.add(u.get("Redisson RLock"));
+            rows.add(handoff("Redisson RLock", redissonLocker(ra, rname + "-h"), redissonLocker(rb, rname + "-h")));
+            u = interleaved(RW_READ, Map.of(
+                    "polylock (redis)", lockUnlock(locker(a.newReadWriteLock(name + "-rw").readLock())),
+                    "Redisson RReadWriteLock", lockUnlock(redissonLocker(ra.getReadWriteLock(rname + "-rw").readLock()))));
+            rows.add(u.get("polylock (redis)"));
+            rows.add(handoff(RW_HANDOFF, "polylock (redis)", locker(a.newReadWriteLock(name + "-rwh").writeLock()),
+                    locker(b.newReadWriteLock(name + "-rwh").readLock())));
+            rows.add(u.get("Redisson RReadWriteLock"));
+            rows.add(handoff(RW_HANDOFF, "Redisson RReadWriteLock",
+                    redissonLocker(ra.getReadWriteLock(rname + "-rwh").writeLock()),
+                    redissonLocker(rb.getReadWriteLock(rname + "-rwh").readLock())));
+            // Semaphores: one permit of 4 alone, and the holder of a 1-permit semaphore's release taken by a waiter.
+            u = interleaved(SEM_ONE, Map.of(
+                    "polylock (redis)", lockUnlock(permits(a.newSemaphore(name + "-sem", 4))),
+                    "Redisson RPermitExpirableSemaphore", lockUnlock(redissonPermits(ra, rname + "-sem", 4))));
+            rows.add(u.get("polylock (redis)"));
+            rows.add(handoff(SEM_HANDOFF, "polylock (redis)", permits(a.newSemaphore(name + "-semh", 1)),
+                    permits(b.newSemaphore(name + "-semh", 1))));
+            rows.add(u.get("Redisson RPermitExpirableSemaphore"));
+            rows.add(handoff(SEM_HANDOFF, "Redisson RPermitExpirableSemaphore", redissonPermits(ra, rname + "-semh", 1),
+                    redissonPermits(rb, rname + "-semh", 1)));
         }
-        rows.add(uncontended(RW_READ, "Redisson RReadWriteLock", redissonLocker(ra.getReadWriteLock(rname + "-rw").readLock())));
-        rows.add(handoff(RW_HANDOFF, "Redisson RReadWriteLock",
-                redissonLocker(ra.getReadWriteLock(rname + "-rwh").writeLock()),
-                redissonLocker(rb.getReadWriteLock(rname + "-rwh").readLock())));
-        // Semaphores: one permit of 4 alone, and the holder of a 1-permit semaphore's release taken by a waiter.
-        try (LockClient a = LockClient.connect(redisUrl); LockClient b = LockClient.connect(redisUrl)) {
-            String name = run + "-redis-sem";
-            rows.add(uncontended(SEM_ONE, "polylock (redis)", permits(a.newSemaphore(name, 4))));
-            rows.add(handoff(SEM_HANDOFF, "polylock (redis)", permits(a.newSemaphore(name + "-h", 1)),
-                    permits(b.newSemaphore(name + "-h", 1))));
-        }
-        rows.add(uncontended(SEM_ONE, "Redisson RPermitExpirableSemaphore", redissonPermits(ra, rname + "-sem", 4)));
-        rows.add(handoff(SEM_HANDOFF, "Redisson RPermitExpirableSemaphore", redissonPermits(ra, rname + "-semh", 1),
-                redissonPermits(rb, rname + "-semh", 1)));
         ra.shutdown();
         rb.shutdown();
 
         // ---- Redis as deployed: a Sentinel set and a Redis Cluster ----
         for (Mode mode : modes()) {
+            RedissonClient ma = Redisson.create(mode.redisson());
+            RedissonClient mb = Redisson.create(mode.redisson());
             try (LockClient a = LockClient.connect(mode.polylockUrl());
                     LockClient b = LockClient.connect(mode.polylockUrl())) {
                 String name = run + "-" + mode.label();
+                String mname = run + "-redisson-" + mode.label();
                 String system = "polylock (" + mode.label() + ")";
-                rows.add(uncontended(system, polylock(a, name)));
+                String peer = "Redisson RLock (" + mode.label() + ")";
+                Map<String, Row> u = interleaved("uncontended lock+unlock", Map.of(
+                        system, lockUnlock(polylock(a, name)),
+                        peer, lockUnlock(redissonLocker(ma, mname))));
+                rows.add(u.get(system));
                 rows.add(handoff(system, polylock(a, name + "-h"), polylock(b, name + "-h")));
+                rows.add(u.get(peer));
+                rows.add(handoff(peer, redissonLocker(ma, mname + "-h"), redissonLocker(mb, mname + "-h")));
             }
-            RedissonClient ma = Redisson.create(mode.redisson());
-            RedissonClient mb = Redisson.create(mode.redisson());
-            String mname = run + "-redisson-" + mode.label();
-            String system = "Redisson RLock (" + mode.label() + ")";
-            rows.add(uncontended(system, redissonLocker(ma, mname)));
-            rows.add(handoff(system, redissonLocker(ma, mname + "-h"), redissonLocker(mb, mname + "-h")));
             ma.shutdown();
             mb.shutdown();
         }
@@ -411,28 +424,56 @@ public final class Bench {
     static final String RW_READ = "uncontended read lock+unlock";
     static final String RW_HANDOFF = "handoff writer -> blocked reader (another client)";
 
-    static Row uncontended(String system, Locker l) throws Exception {
-        return uncontended("uncontended lock+unlock", system, l);
-    }
-
-    static Row uncontended(String operation, String system, Locker l) throws Exception {
-        return measure(operation, system, () -> {
+    /** One lock+unlock as a timed op. */
+    static Op lockUnlock(Locker l) {
+        return () -> {
             l.lock();
             l.unlock();
-        });
+        };
     }
 
-    static Row measure(String operation, String system, Op op) throws Exception {
-        for (int i = 0; i < WARMUP; i++) {
-            op.run();
+    /** A floor's samples as its row ("floor: 1 round trip"). */
+    static Row floorRow(Row r) {
+        return new Row("floor: 1 round trip", r.system(), r.p50(), r.p99(), r.n());
+    }
+
+    /** Iterations per batch of {@link #interleaved}. */
+    static final int BATCH = 100;
+
+    /**
+     * Times each op ITERATIONS times after WARMUP runs, in batches of BATCH
+     * that take turns (the first op of each round rotating), so that the
+     * machine's load and drift and the JIT's progress fall on every op alike
+     * and a ratio of their p50s compares the systems, not the moments they
+     * happened to run at. Keyed by system; the systems take their first
+     * turns in name order.
+     */
+    static Map<String, Row> interleaved(String operation, Map<String, Op> ops) throws Exception {
+        List<String> systems = new ArrayList<>(new java.util.TreeSet<>(ops.keySet()));
+        for (String system : systems) {
+            for (int i = 0; i < WARMUP; i++) {
+                ops.get(system).run();
+            }
         }
-        long[] us = new long[ITERATIONS];
-        for (int i = 0; i < ITERATIONS; i++) {
-            long t0 = System.nanoTime();
-            op.run();
-            us[i] = System.nanoTime() - t0;
+        Map<String, long[]> ns = new LinkedHashMap<>();
+        systems.forEach(system -> ns.put(system, new long[ITERATIONS]));
+        for (int round = 0; round * BATCH < ITERATIONS; round++) {
+            int from = round * BATCH;
+            int to = Math.min(ITERATIONS, from + BATCH);
+            for (int k = 0; k < systems.size(); k++) {
+                String system = systems.get((round + k) % systems.size());
+                Op op = ops.get(system);
+                long[] out = ns.get(system);
+                for (int i = from; i < to; i++) {
+                    long t0 = System.nanoTime();
+                    op.run();
+                    out[i] = System.nanoTime() - t0;
+                }
+            }
         }
-        return row(operation, system, us);
+        Map<String, Row> rows = new LinkedHashMap<>();
+        ns.forEach((system, samples) -> rows.put(system, row(operation, system, samples)));
+        return rows;
     }
 
     /**
@@ -596,11 +637,12 @@ public final class Bench {
             sb.append(String.format(Locale.ROOT, "| %s | %s | %.0f | %.0f | %.1f | %s | %s |%n",
                     r.operation(), r.system(), r.p50(), r.p99(), r.p99() / r.p50(), vsFloor, vsAnchor));
         }
-        sb.append(String.format(Locale.ROOT, "%nUncontended: %d iterations after %d warm-up; handoff: %d after %d, "
+        sb.append(String.format(Locale.ROOT, "%nUncontended: %d iterations after %d warm-up, each group of rows (the floor, polylock and its peer) "
+                + "interleaved in batches of %d that take turns; handoff: %d after %d, "
                 + "waiter on a second client in another thread of the same JVM. Loopback servers, 2 cores. "
                 + "redis+sentinel / redis+cluster rows: polylock with replicas=1, Redisson with its Sentinel / Cluster "
                 + "config and default checkLockSyncedSlaves (a WAIT for its known replicas).%n",
-                ITERATIONS, WARMUP, HANDOFFS, HANDOFF_WARMUP));
+                ITERATIONS, WARMUP, BATCH, HANDOFFS, HANDOFF_WARMUP));
         sb.append(String.format(Locale.ROOT, "%nThroughput, lock+unlock per second across %d distinct locks from one "
                 + "process (%d threads, each `lock()`/`unlock()` of a random one of the locks, %d s after %d ms warm-up; "
                 + "one client shared by the threads: polylock's LockClient, Redisson's default config, one "
