@@ -5,7 +5,7 @@
 // per second across 1,000 distinct locks from one client, 64 concurrent async
 // loops. Prints a Markdown table, writes it to results.md and the raw figures
 // to results.json. BENCH_ONLY_THROUGHPUT=1: print the throughput, write nothing.
-import { fork } from 'node:child_process'
+import { execFileSync, fork } from 'node:child_process'
 import { once } from 'node:events'
 import { writeFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -58,16 +58,32 @@ async function interleaved(ops) {
   return samples.map(percentiles)
 }
 
-// The floor (an ioredis PING) and every implementation's uncontended
+// polylock's uncontended acquire and release as the two EVALs its runtime
+// sends, from the Rust benchmark binary (one definition for every language;
+// bench/node/run.sh builds it).
+function rawScriptCalls(name) {
+  const bin = `${process.env.CARGO_TARGET_DIR ?? new URL('../../target', import.meta.url).pathname}/release/polylock-bench`
+  return JSON.parse(execFileSync(bin, ['--print-raw-scripts', name], { encoding: 'utf8' }))
+}
+
+// The floors (an ioredis PING; polylock's two scripts issued raw over
+// ioredis, no polylock code) and every implementation's uncontended
 // acquire+release on Redis, interleaved.
 async function uncontendedOnRedis() {
   const redis = new Redis(REDIS)
   const impls = await Promise.all(KINDS.map((kind) => open(kind, REDIS)))
   const keys = KINDS.map((kind) => key(`uncontended-${kind}`))
-  const ops = [() => redis.ping(), ...impls.map((impl, i) => async () => impl.release(await impl.acquire(keys[i])))]
-  const [floor, ...rest] = await interleaved(ops)
+  const calls = rawScriptCalls(key('uncontended-raw')).map((c) => [Buffer.from(c.source), c.keys.length, ...c.keys, ...c.args])
+  const ops = [
+    () => redis.ping(),
+    async () => {
+      for (const args of calls) await redis.callBuffer('EVAL', ...args)
+    },
+    ...impls.map((impl, i) => async () => impl.release(await impl.acquire(keys[i]))),
+  ]
+  const [floor, rawScripts, ...rest] = await interleaved(ops)
   await Promise.all([redis.quit(), ...impls.map((impl) => impl.close())])
-  return { floor, uncontended: Object.fromEntries(KINDS.map((kind, i) => [kind, rest[i]])) }
+  return { floor, rawScripts, uncontended: Object.fromEntries(KINDS.map((kind, i) => [kind, rest[i]])) }
 }
 
 async function uncontended(kind, url) {
@@ -138,6 +154,7 @@ if (process.env.BENCH_ONLY_THROUGHPUT === '1') process.exit(0)
 const results = { settings: { WARMUP, ITERATIONS, HANDOFFS, HOLD_MS, POLL_MS, redis: REDIS, zk: ZK ?? null }, redis: {}, zookeeper: {}, throughput: throughputs }
 const onRedis = await uncontendedOnRedis()
 results.floor = onRedis.floor
+results.rawScripts = onRedis.rawScripts
 for (const kind of KINDS) {
   results.redis[kind] = { uncontended: onRedis.uncontended[kind], handoff: await handoff(kind, REDIS) }
   console.error(`done: ${kind} on redis`)
@@ -167,6 +184,9 @@ if (results.zookeeper.polylock) {
   lines.push(`| zookeeper | polylock | ${f(r.uncontended.p50)} | ${f(r.uncontended.p99)} | ${f(r.handoff.p50)} | ${f(r.handoff.p99)} | | |`)
 }
 lines.push(`| redis | floor: ioredis PING | ${f(results.floor.p50)} | ${f(results.floor.p99)} | | | | |`)
+lines.push(
+  `| redis | raw: polylock's two scripts over ioredis | ${f(results.rawScripts.p50)} | ${f(results.rawScripts.p99)} | | | ${ratio(poly.uncontended.p50, results.rawScripts.p50)} | |`,
+)
 lines.push('', `Throughput, acquire+release per second across ${TP_LOCKS} distinct locks from one client (${TP_LOOPS} concurrent async loops,`,
   `\`await lock.acquire()\` / \`release()\`, ${TP_MS / 1000} s after 0.5 s warm-up):`, '', '| backend | ops/s |', '| --- | ---: |')
 for (const [b, ops] of Object.entries(throughputs)) lines.push(`| ${b} | ${ops} |`)

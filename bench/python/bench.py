@@ -19,6 +19,7 @@ import json
 import multiprocessing
 import os
 import platform
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -56,10 +57,21 @@ def make(lib: str, name: str) -> Contender:
         client = polylock.connect(url)
         lock = client.lock(name)
         return Contender(lock.acquire, lock.release, client.close)
-    if lib in ("redis-py", "python-redis-lock", "pottery", "floor-redis"):
+    if lib in ("redis-py", "python-redis-lock", "pottery", "floor-redis", "raw-scripts"):
         import redis
 
         r = redis.Redis.from_url(_redis_url())
+        if lib == "raw-scripts":
+            calls = [
+                [c["source"], len(c["keys"]), *c["keys"], *c["args"]]
+                for c in raw_script_calls(name)
+            ]
+
+            def both() -> None:
+                for call in calls:
+                    r.execute_command("EVAL", *call)
+
+            return Contender(both, lambda: None, r.close)
         if lib == "redis-py":
             rl = r.lock(name, timeout=30)
             return Contender(rl.acquire, rl.release, r.close)
@@ -91,6 +103,20 @@ def make(lib: str, name: str) -> Contender:
     raise ValueError(f"unknown library {lib!r}")
 
 
+def raw_script_calls(name: str) -> list[dict[str, object]]:
+    """polylock's uncontended acquire and release on ``name`` as the two EVALs
+    its runtime sends, from the Rust benchmark binary (one definition for
+    every language; run.sh builds it)."""
+    target = os.environ.get("CARGO_TARGET_DIR", str(HERE.parent.parent / "target"))
+    out = subprocess.run(
+        [f"{target}/release/polylock-bench", "--print-raw-scripts", name],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out)
+
+
 # Each peer with the polylock backend it is compared with.
 LIBRARIES = {
     "polylock-redis": ("redis", "polylock-redis"),
@@ -98,12 +124,14 @@ LIBRARIES = {
     "python-redis-lock": ("redis", "polylock-redis"),
     "pottery": ("redis", "polylock-redis"),
     "floor-redis": ("redis", "polylock-redis"),
+    "raw-scripts": ("redis", "polylock-redis"),
     "polylock-zk": ("zookeeper", "polylock-zk"),
     "kazoo": ("zookeeper", "polylock-zk"),
     "floor-zk": ("zookeeper", "polylock-zk"),
 }
 LABELS = {
     "floor-redis": "floor: redis-py PING",
+    "raw-scripts": "raw: polylock's two scripts over redis-py",
     "floor-zk": "floor: kazoo exists",
     "pottery": "pottery Redlock",
     "redis-py": "redis-py Lock",
@@ -283,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     results: dict[str, dict[str, object]] = {}
     for lib in args.only:
         entry: dict[str, object] = {"backend": LIBRARIES[lib][0], "uncontended_us": latency[lib]}
-        if not lib.startswith("floor"):
+        if not lib.startswith(("floor", "raw")):
             entry["handoff_us"] = handoff(lib, names[lib], args.handoffs)
         results[lib] = entry
         print(f"{lib}: {entry}", flush=True)

@@ -15,4 +15,6 @@ if [[ -z "${POLYLOCK_TEST_REDIS:-}" || -z "${POLYLOCK_TEST_ZK:-}" ]]; then
 fi
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$repo/target}"
 (cd "$repo/bindings-python" && maturin develop --release --quiet)
+# bench.py asks the Rust benchmark binary for polylock's raw script calls.
+cargo build --release -q -p polylock-bench --manifest-path "$repo/Cargo.toml"
 exec python "$here/bench.py" "$@"

@@ -8,6 +8,7 @@
 //! Each backend's rows run interleaved (see [`interleaved`]).
 //!
 //! Usage: polylock-bench [--iterations N] [--out DIR]
+//!        polylock-bench --print-raw-scripts NAME   (the raw-scripts calls, as JSON)
 //! Reads POLYLOCK_TEST_REDIS and POLYLOCK_TEST_ZK.
 
 use std::time::{Duration, Instant};
@@ -60,6 +61,55 @@ async fn interleaved(n: usize, mut ops: Vec<(&'static str, Op<'_>)>) -> Vec<Stat
     ops.iter().zip(samples).map(|((name, _), v)| stats(name, v)).collect()
 }
 
+/// One script call as polylock's runtime sends it: `EVAL source n keys.. args..`.
+struct ScriptCall {
+    source: &'static str,
+    keys: Vec<String>,
+    args: Vec<String>,
+}
+
+impl ScriptCall {
+    fn cmd(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVAL");
+        cmd.arg(self.source).arg(self.keys.len()).arg(&self.keys).arg(&self.args);
+        cmd
+    }
+}
+
+/// polylock's uncontended acquire and release on lock `name`, as the two
+/// script calls its runtime sends, for the protocol-floor rows: this
+/// benchmark's, and the Node and Python ones' (`--print-raw-scripts NAME`
+/// prints them as JSON), so that each language issues the same bytes.
+fn raw_script_calls(name: &str) -> [ScriptCall; 2] {
+    use polylock_core::{redis as proto, LockName};
+    let keys = proto::RedisKeys::of(&LockName::new(name).unwrap());
+    let field = "raw-bench:1".to_owned();
+    let member = format!("{field}|0");
+    let channel = keys.channel().to_owned();
+    [
+        ScriptCall {
+            source: proto::ACQUIRE.source,
+            keys: vec![
+                keys.lock().to_owned(),
+                keys.fence().to_owned(),
+                keys.queue().to_owned(),
+                keys.queue_deadline().to_owned(),
+            ],
+            args: vec![field.clone(), "30000".into(), "1".into(), "30000".into(), channel.clone(), member.clone()],
+        },
+        ScriptCall {
+            source: proto::LEAVE.source,
+            keys: vec![
+                keys.lock().to_owned(),
+                keys.queue().to_owned(),
+                keys.queue_deadline().to_owned(),
+                keys.fence().to_owned(),
+            ],
+            args: vec![field, channel.clone(), channel, member],
+        },
+    ]
+}
+
 fn host_port(url: &str) -> String {
     url.split("://").nth(1).unwrap().split('/').next().unwrap().to_owned()
 }
@@ -69,6 +119,11 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("--handoff-waiter") {
         return extra::handoff_waiter(&args[2], &args[3]).await;
+    }
+    if args.get(1).map(String::as_str) == Some("--print-raw-scripts") {
+        let calls = raw_script_calls(&args[2])
+            .map(|c| serde_json::json!({ "source": c.source, "keys": c.keys, "args": c.args }));
+        return println!("{}", serde_json::Value::from(calls.to_vec()));
     }
     let arg = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1)).cloned();
     let n: usize = arg("--iterations").map_or(2000, |v| v.parse().expect("--iterations N"));
@@ -83,12 +138,8 @@ async fn main() {
     let client = Client::connect(&redis_url).await.unwrap();
     let lock = client.lock(&name).unwrap();
     let mut rows = {
-        use polylock_core::{redis as proto, LockName};
-        let keys = proto::RedisKeys::of(&LockName::new(&name).unwrap());
-        let acquire = redis::Script::new(proto::ACQUIRE.source);
-        let leave = redis::Script::new(proto::LEAVE.source);
-        let field = "raw-bench:1";
-        let (raw, keys, acquire, leave, lock) = (&raw, &keys, &acquire, &leave, &lock);
+        let calls = raw_script_calls(&name);
+        let (raw, calls, lock) = (&raw, &calls, &lock);
         let ping: Op = Box::new(move || {
             let mut c = raw.clone();
             Box::pin(async move {
@@ -98,32 +149,9 @@ async fn main() {
         let scripts: Op = Box::new(move || {
             let mut c = raw.clone();
             Box::pin(async move {
-                let _: redis::Value = acquire
-                    .key(keys.lock())
-                    .key(keys.fence())
-                    .key(keys.queue())
-                    .key(keys.queue_deadline())
-                    .arg(field)
-                    .arg(30000)
-                    .arg("1")
-                    .arg(30000)
-                    .arg(keys.channel())
-                    .arg(format!("{field}|0"))
-                    .invoke_async(&mut c)
-                    .await
-                    .unwrap();
-                let _: redis::Value = leave
-                    .key(keys.lock())
-                    .key(keys.queue())
-                    .key(keys.queue_deadline())
-                    .key(keys.fence())
-                    .arg(field)
-                    .arg(keys.channel())
-                    .arg(keys.channel())
-                    .arg(format!("{field}|0"))
-                    .invoke_async(&mut c)
-                    .await
-                    .unwrap();
+                for call in calls {
+                    let _: redis::Value = call.cmd().query_async(&mut c).await.unwrap();
+                }
             })
         });
         let polylock: Op = Box::new(move || {
