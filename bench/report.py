@@ -29,6 +29,13 @@ def row(lang, backend, system, metric, p50, p99, polylock=False):
 RAW_SCRIPTS = "raw: polylock's scripts, no polylock code"
 
 
+# The naive ZooKeeper lock issued raw from Rust: its three requests one after
+# another (what a hand-written lock does: issue 16's baseline), and with
+# create + getChildren pipelined (polylock's own sequence, with no polylock code).
+NAIVE_SEQUENTIAL = "naive raw lock (create, getChildren, delete, one after another)"
+NAIVE_PIPELINED = "naive raw lock (create+getChildren pipelined, delete)"
+
+
 def rust_rows(d):
     lat = d.get("latency", d)
     names = {
@@ -37,7 +44,8 @@ def rust_rows(d):
         "polylock redis acquire+release": ("redis", "polylock", "uncontended", True),
         "polylock redis handoff (waiter in another process)": ("redis", "polylock", "handoff", True),
         "zookeeper exists (raw round trip)": ("zookeeper", "floor: zookeeper exists", "floor", False),
-        "zookeeper naive lock raw: create+getChildren pipelined, delete": ("zookeeper", "naive raw lock (create+getChildren, delete)", "uncontended", False),
+        "zookeeper naive lock raw: create, getChildren, delete, one after another": ("zookeeper", NAIVE_SEQUENTIAL, "uncontended", False),
+        "zookeeper naive lock raw: create+getChildren pipelined, delete": ("zookeeper", NAIVE_PIPELINED, "uncontended", False),
         "polylock zookeeper acquire+release": ("zookeeper", "polylock", "uncontended", True),
         "polylock zookeeper handoff (waiter in another process)": ("zookeeper", "polylock", "handoff", True),
     }
@@ -271,12 +279,22 @@ def main():
     if zf and zh:
         targets.append(("ZooKeeper handoff within 3 ZooKeeper round trips (Rust)", zh["p50"] <= 3 * zf["p50"],
                         f"{zh['p50'] / zf['p50']:.1f} round trips"))
-    zn, zp = find("rust", "zookeeper", "uncontended", polylock=False), find("rust", "zookeeper", "uncontended", polylock=True)
+    zs = find("rust", "zookeeper", "uncontended", system=NAIVE_SEQUENTIAL)
+    zn = find("rust", "zookeeper", "uncontended", system=NAIVE_PIPELINED)
+    zp = find("rust", "zookeeper", "uncontended", polylock=True)
     if zn and zp:
-        targets.append(("ZooKeeper uncontended no slower than the naive raw sequence (Rust)", zp["p50"] <= zn["p50"],
-                        f"{zp['p50'] / zn['p50']:.2f}×"))
-        targets.append(("ZooKeeper uncontended at most 0.7× the naive raw sequence (Rust)",
-                        zp["p50"] <= 0.7 * zn["p50"], f"{zp['p50'] / zn['p50']:.2f}×"))
+        targets.append(("ZooKeeper uncontended no slower than its own requests pipelined raw (Rust)",
+                        zp["p50"] <= zn["p50"], f"{zp['p50'] / zn['p50']:.2f}×"))
+    if zs and zp:
+        figure = f"{zp['p50'] / zs['p50']:.2f}× ({fmt(zp['p50'])} vs {fmt(zs['p50'])} µs)"
+        if zn and zn["p50"] > 0.7 * zs["p50"]:
+            # Pipelining saves only the getChildren's round trip: the create and
+            # the delete are writes (a quorum and a log sync each), which any
+            # ZooKeeper lock makes.
+            figure += (f"; the target, {fmt(0.7 * zs['p50'])} µs, is below the same requests pipelined raw "
+                       f"in this run ({fmt(zn['p50'])} µs: a create and a delete, the two writes of any lock)")
+        targets.append(("ZooKeeper uncontended at most 0.7× the naive lock, one request after another (Rust)",
+                        zp["p50"] <= 0.7 * zs["p50"], figure))
     if breakdown and rf:
         b = breakdown
         md += ["## Where a Redis handoff's time goes (Rust, waiter in another process)", "",

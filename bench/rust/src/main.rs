@@ -2,8 +2,10 @@
 //! the same servers:
 //! - Redis: raw `PING` round trip; polylock uncontended acquire+release
 //!   (one script call each, so the floor is two round trips);
-//! - ZooKeeper: raw `exists`; the naive lock issued raw (create ephemeral
-//!   sequential + getChildren pipelined, then delete); polylock acquire+release.
+//! - ZooKeeper: raw `exists`; the naive lock issued raw, its three requests
+//!   one after another (create ephemeral sequential, getChildren, delete: what
+//!   a hand-written lock does) and with create + getChildren pipelined (the
+//!   floor of polylock's own sequence); polylock acquire+release.
 //!
 //! Each backend's rows run interleaved (see [`interleaved`]).
 //!
@@ -172,7 +174,8 @@ async fn main() {
     };
     let _: () = redis::cmd("DEL").arg(format!("polylock_fence:{{{name}}}")).query_async(&mut raw).await.unwrap();
 
-    // ZooKeeper: the floor (exists), the naive lock issued raw, and polylock.
+    // ZooKeeper: the floor (exists), the naive lock issued raw (sequential and
+    // pipelined), and polylock.
     let z = zk::Client::connect(&host_port(&zk_url)).await.unwrap();
     let zpath = format!("/{name}");
     z.mkdir(&zpath, &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all())).await.unwrap();
@@ -183,6 +186,15 @@ async fn main() {
         let exists: Op = Box::new(move || {
             Box::pin(async move {
                 z.check_stat(zpath).await.unwrap();
+            })
+        });
+        let sequential: Op = Box::new(move || {
+            Box::pin(async move {
+                let mode = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+                let prefix = format!("{zpath}/lock-");
+                let (_, seq) = z.create(&prefix, b"", &mode).await.unwrap();
+                z.list_children(zpath).await.unwrap();
+                z.delete(&format!("{prefix}{seq}"), None).await.unwrap();
             })
         });
         let naive: Op = Box::new(move || {
@@ -206,6 +218,7 @@ async fn main() {
                 n,
                 vec![
                     ("zookeeper exists (raw round trip)", exists),
+                    ("zookeeper naive lock raw: create, getChildren, delete, one after another", sequential),
                     ("zookeeper naive lock raw: create+getChildren pipelined, delete", naive),
                     ("polylock zookeeper acquire+release", polylock),
                 ],
@@ -228,23 +241,28 @@ async fn main() {
     let ping = rows[0].p50;
     let scripts = rows[1].p50;
     let exists = rows[3].p50;
-    let naive = rows[4].p50;
+    let sequential = rows[4].p50;
+    let naive = rows[5].p50;
     let mut md = String::from("| operation (Rust, loopback) | p50 µs | p99 µs | p50 ratio |\n|---|---:|---:|---|\n");
     for (i, r) in rows.iter().enumerate() {
         let ratio = match i {
             1 => format!("{:.2}× two PINGs", r.p50 / (2.0 * ping)),
             2 => format!("{:.2}× two PINGs, {:.2}× the raw scripts", r.p50 / (2.0 * ping), r.p50 / scripts),
-            4 => format!("{:.2}× exists", r.p50 / exists),
-            5 => format!("{:.2}× the naive raw lock", r.p50 / naive),
+            4 | 5 => format!("{:.2}× exists", r.p50 / exists),
+            6 => format!(
+                "{:.2}× the naive lock one request after another, {:.2}× pipelined",
+                r.p50 / sequential,
+                r.p50 / naive
+            ),
             _ => String::new(),
         };
         md.push_str(&format!("| {} | {:.0} | {:.0} | {} |\n", r.name, r.p50, r.p99, ratio));
     }
     md.push_str(&format!(
-        "\n{n} iterations each after {} warm-up ({handoffs} handoffs), servers on loopback. The three Redis rows, and the three ZooKeeper rows, ran interleaved: batches of {BATCH} taking turns, so that a ratio between them compares the operations, not the machine's load at two moments. Handoff ratios: redis {:.2}× a PING, zookeeper {:.2}× an exists.\n\n",
+        "\n{n} iterations each after {} warm-up ({handoffs} handoffs), servers on loopback. The three Redis rows, and the four ZooKeeper rows, ran interleaved: batches of {BATCH} taking turns, so that a ratio between them compares the operations, not the machine's load at two moments. Handoff ratios: redis {:.2}× a PING, zookeeper {:.2}× an exists.\n\n",
         n / 10,
-        rows[6].p50 / ping,
-        rows[7].p50 / exists
+        rows[7].p50 / ping,
+        rows[8].p50 / exists
     ));
     md.push_str(&handoff_breakdown(&redis_handoff, ping));
     md.push_str(&extras.markdown);
