@@ -15,11 +15,12 @@ use polylock_core::{
     AcquireOptions, Backend, ConnectionEvent, FencingToken, Instant, LockConfig, LockMode, LockName, LockTable, Nonce,
     Notification, OwnerId, ReleaseProgress, RequestId, Ticket,
 };
-use serde_json::{json, Map, Value};
+use serde::Deserialize;
+use serde_json::{json, Value};
 
 use crate::error::Error;
 use crate::url::{self, Endpoint};
-use crate::wire;
+use crate::wire::{self, Answer, Out, ReplyJson};
 
 /// The calls that only read (or make an error): no table input, no output.
 const QUERIES: &[&str] = &["lock", "hold", "isHeldHere", "hasServerWork", "fail"];
@@ -30,24 +31,48 @@ pub struct Driver {
     scripts_sent: HashSet<&'static str>,
 }
 
-type Fields = Map<String, Value>;
-
-fn field<'a>(f: &'a Fields, name: &str) -> Result<&'a Value, Error> {
-    f.get(name).ok_or_else(|| wire::bad_request(name))
+/// A request: every field any op takes, each checked by the op that needs
+/// it. Numbers stay JSON values (a number, or a decimal string for a
+/// token), which the helpers below check as the ops need them: no map is
+/// built for the request.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Request {
+    op: Option<String>,
+    now: Option<Value>,
+    name: Option<String>,
+    owner: Option<Value>,
+    timeout_ms: Option<Value>,
+    lease_ms: Option<Value>,
+    nonce: Option<String>,
+    ticket: Option<Value>,
+    token: Option<Value>,
+    id: Option<Value>,
+    reply: Option<ReplyJson>,
+    channel: Option<String>,
+    payload: Option<String>,
+    up: Option<bool>,
+    // `fail` and the config
+    kind: Option<String>,
+    addr: Option<String>,
+    reason: Option<String>,
+    message: Option<String>,
+    url: Option<String>,
+    client_id: Option<String>,
 }
 
-fn str_field<'a>(f: &'a Fields, name: &str) -> Result<&'a str, Error> {
-    field(f, name)?.as_str().ok_or_else(|| wire::bad_request(name))
+fn str_field<'a>(v: &'a Option<String>, name: &str) -> Result<&'a str, Error> {
+    v.as_deref().ok_or_else(|| wire::bad_request(name))
 }
 
-fn u64_field(f: &Fields, name: &str) -> Result<u64, Error> {
-    let v = field(f, name)?;
+fn u64_field(v: &Option<Value>, name: &str) -> Result<u64, Error> {
+    let v = v.as_ref().ok_or_else(|| wire::bad_request(name))?;
     v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())).ok_or_else(|| wire::bad_request(name))
 }
 
 /// An optional number of milliseconds (absent or null: none).
-fn ms_field(f: &Fields, name: &str) -> Result<Option<f64>, Error> {
-    match f.get(name) {
+fn ms_field(v: &Option<Value>, name: &str) -> Result<Option<f64>, Error> {
+    match v {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
             .as_f64()
@@ -61,14 +86,18 @@ fn duration(ms: f64) -> Duration {
     Duration::from_secs_f64(ms / 1000.0)
 }
 
-fn now_of(f: &Fields) -> Result<(f64, Instant), Error> {
-    let ms =
-        field(f, "now")?.as_f64().filter(|t| t.is_finite() && *t >= 0.0).ok_or_else(|| wire::bad_request("now"))?;
+fn now_of(r: &Request) -> Result<(f64, Instant), Error> {
+    let ms = r
+        .now
+        .as_ref()
+        .and_then(Value::as_f64)
+        .filter(|t| t.is_finite() && *t >= 0.0)
+        .ok_or_else(|| wire::bad_request("now"))?;
     Ok((ms, Instant::from_millis(ms.floor() as u64)))
 }
 
-fn nonce_of(f: &Fields, name: &str) -> Result<Nonce, Error> {
-    let hex = str_field(f, name)?;
+fn nonce_of(v: &Option<String>, name: &str) -> Result<Nonce, Error> {
+    let hex = str_field(v, name)?;
     u128::from_str_radix(hex, 16).map(Nonce).map_err(|_| wire::bad_request(name))
 }
 
@@ -91,10 +120,9 @@ impl Driver {
     /// runtime's one parser; the answer tells the JS driver where to connect.
     /// Only Redis: the error for a ZooKeeper URL says why.
     pub fn from_config(config: &str) -> Result<(Driver, Value), String> {
-        let fail = |e: Error| json!({ "err": wire::payload(&e), "out": [] }).to_string();
-        let v: Value = serde_json::from_str(config).map_err(|_| fail(wire::bad_request("config")))?;
-        let f = v.as_object().ok_or_else(|| fail(wire::bad_request("config")))?;
-        let url = str_field(f, "url").map_err(fail)?;
+        let fail = |e: Error| Answer { result: Err(wire::payload(&e)), out: Vec::new() }.to_json();
+        let f: Request = serde_json::from_str(config).map_err(|_| fail(wire::bad_request("config")))?;
+        let url = str_field(&f.url, "url").map_err(fail)?;
         let endpoint = match url::parse(url).map_err(fail)? {
             Endpoint::Redis { url, tls, ca, addr } => json!({ "url": url, "tls": tls, "ca": ca, "addr": addr }),
             Endpoint::Zk { .. } => {
@@ -120,10 +148,10 @@ impl Driver {
             }
         };
         let mut config = LockConfig::new(Backend::Redis);
-        if let Some(lease) = checked_lease("", ms_field(f, "leaseMs").map_err(fail)?).map_err(fail)? {
+        if let Some(lease) = checked_lease("", ms_field(&f.lease_ms, "leaseMs").map_err(fail)?).map_err(fail)? {
             config.set_lease(lease);
         }
-        let client_id = nonce_of(f, "clientId").map_err(fail)?;
+        let client_id = nonce_of(&f.client_id, "clientId").map_err(fail)?;
         let table = LockTable::new(config, client_id).map_err(|e| fail(Error::from_core("", e)))?;
         let endpoint = json!({ "endpoint": endpoint, "id": client_id.to_uuid() });
         Ok((Driver { table, scripts_sent: HashSet::new() }, endpoint))
@@ -131,37 +159,33 @@ impl Driver {
 
     /// One request (`{"op":...}`); the answer as described in [`wire`].
     pub fn call(&mut self, request: &str) -> String {
-        let (result, query) = match serde_json::from_str::<Value>(request) {
-            Ok(Value::Object(f)) => {
-                let query = matches!(f.get("op").and_then(Value::as_str), Some(op) if QUERIES.contains(&op));
-                (self.dispatch(&f), query)
+        let (result, query) = match serde_json::from_str::<Request>(request) {
+            Ok(mut r) => {
+                let query = matches!(r.op.as_deref(), Some(op) if QUERIES.contains(&op));
+                (self.dispatch(&mut r), query)
             }
-            _ => (Err(wire::bad_request("op")), true),
+            Err(e) => (Err(wire::malformed(&e)), true),
         };
         // A query is no input: the table has nothing new to say (and the
         // driver, which reads only its value, must not miss any output).
         let out = if query { Vec::new() } else { self.drain() };
-        match result {
-            Ok(v) => json!({ "ok": v, "out": out }),
-            Err(e) => json!({ "err": wire::payload(&e), "out": out }),
-        }
-        .to_string()
+        Answer { result: result.map_err(|e| wire::payload(&e)), out }.to_json()
     }
 
-    fn dispatch(&mut self, f: &Fields) -> Result<Value, Error> {
+    fn dispatch(&mut self, f: &mut Request) -> Result<Value, Error> {
         let t = &mut self.table;
-        match str_field(f, "op")? {
+        match str_field(&f.op, "op")? {
             // ---- from the application
             "lock" => {
-                let name = str_field(f, "name")?;
-                checked_lease(lock_name(name)?.as_str(), ms_field(f, "leaseMs")?)?;
+                let name = str_field(&f.name, "name")?;
+                checked_lease(lock_name(name)?.as_str(), ms_field(&f.lease_ms, "leaseMs")?)?;
                 Ok(Value::Null)
             }
             "acquire" => {
                 let (now_ms, now) = now_of(f)?;
-                let name = lock_name(str_field(f, "name")?)?;
-                let lease = checked_lease(name.as_str(), ms_field(f, "leaseMs")?)?;
-                let opts = match ms_field(f, "timeoutMs")? {
+                let name = lock_name(str_field(&f.name, "name")?)?;
+                let lease = checked_lease(name.as_str(), ms_field(&f.lease_ms, "leaseMs")?)?;
+                let opts = match ms_field(&f.timeout_ms, "timeoutMs")? {
                     None => AcquireOptions { lease, ..AcquireOptions::default() },
                     Some(0.0) => AcquireOptions { no_wait: true, deadline: None, lease, permits: None },
                     Some(ms) => {
@@ -169,22 +193,22 @@ impl Driver {
                         AcquireOptions { no_wait: false, deadline: Some(deadline), lease, permits: None }
                     }
                 };
-                let owner = OwnerId(u64_field(f, "owner")?);
-                let ticket = t.acquire(now, &name, LockMode::Exclusive, owner, opts, nonce_of(f, "nonce")?);
+                let owner = OwnerId(u64_field(&f.owner, "owner")?);
+                let ticket = t.acquire(now, &name, LockMode::Exclusive, owner, opts, nonce_of(&f.nonce, "nonce")?);
                 Ok(json!(ticket.map_err(|e| Error::from_core(name.as_str(), e))?.0))
             }
             "cancel" => {
                 let (_, now) = now_of(f)?;
-                Ok(json!(t.cancel(now, Ticket(u64_field(f, "ticket")?))))
+                Ok(json!(t.cancel(now, Ticket(u64_field(&f.ticket, "ticket")?))))
             }
             "release" => {
                 let (_, now) = now_of(f)?;
-                let name = str_field(f, "name")?;
-                let token = match f.get("token") {
+                let name = str_field(&f.name, "name")?;
+                let token = match f.token {
                     None | Some(Value::Null) => None,
-                    Some(_) => Some(FencingToken(u64_field(f, "token")?)),
+                    Some(_) => Some(FencingToken(u64_field(&f.token, "token")?)),
                 };
-                match t.release(now, name, LockMode::Exclusive, OwnerId(u64_field(f, "owner")?), token) {
+                match t.release(now, name, LockMode::Exclusive, OwnerId(u64_field(&f.owner, "owner")?), token) {
                     Ok(ReleaseProgress::StillHeld { remaining }) => Ok(json!({ "stillHeld": remaining })),
                     Ok(ReleaseProgress::Releasing(id)) => Ok(json!({ "releasing": id.0 })),
                     Err(e) => Err(Error::from_core(name, e)),
@@ -192,11 +216,11 @@ impl Driver {
             }
             "grantUnwanted" => {
                 let (_, now) = now_of(f)?;
-                let (name, owner) = (str_field(f, "name")?, OwnerId(u64_field(f, "owner")?));
-                t.grant_unwanted(now, name, LockMode::Exclusive, owner, FencingToken(u64_field(f, "token")?));
+                let (name, owner) = (str_field(&f.name, "name")?, OwnerId(u64_field(&f.owner, "owner")?));
+                t.grant_unwanted(now, name, LockMode::Exclusive, owner, FencingToken(u64_field(&f.token, "token")?));
                 Ok(json!(t.hold(name, LockMode::Exclusive, owner).is_some()))
             }
-            "status" => Ok(json!(t.read_status(&lock_name(str_field(f, "name")?)?).0)),
+            "status" => Ok(json!(t.read_status(&lock_name(str_field(&f.name, "name")?)?).0)),
             "close" => {
                 t.close(now_of(f)?.1);
                 Ok(Value::Null)
@@ -204,19 +228,21 @@ impl Driver {
             // ---- from the connection and the timer
             "reply" => {
                 let (_, now) = now_of(f)?;
-                t.handle_reply(now, RequestId(u64_field(f, "id")?), wire::reply(field(f, "reply")?)?);
+                let id = RequestId(u64_field(&f.id, "id")?);
+                let reply = f.reply.take().ok_or_else(|| wire::bad_request("reply"))?.into_reply()?;
+                t.handle_reply(now, id, reply);
                 Ok(Value::Null)
             }
             "message" => {
                 let (_, now) = now_of(f)?;
-                let channel = str_field(f, "channel")?.to_owned();
-                let payload = str_field(f, "payload")?.to_owned();
+                let channel = f.channel.take().ok_or_else(|| wire::bad_request("channel"))?;
+                let payload = f.payload.take().ok_or_else(|| wire::bad_request("payload"))?;
                 t.handle_notification(now, Notification::Message { channel, payload });
                 Ok(Value::Null)
             }
             "connection" => {
                 let (_, now) = now_of(f)?;
-                let up = field(f, "up")?.as_bool().ok_or_else(|| wire::bad_request("up"))?;
+                let up = f.up.ok_or_else(|| wire::bad_request("up"))?;
                 t.handle_connection(now, if up { ConnectionEvent::Connected } else { ConnectionEvent::Disconnected });
                 Ok(Value::Null)
             }
@@ -226,19 +252,21 @@ impl Driver {
             }
             // ---- queries (no input, nothing to drain)
             "hold" => {
-                let hold = t.hold(str_field(f, "name")?, LockMode::Exclusive, OwnerId(u64_field(f, "owner")?));
+                let hold =
+                    t.hold(str_field(&f.name, "name")?, LockMode::Exclusive, OwnerId(u64_field(&f.owner, "owner")?));
                 Ok(hold.map_or(Value::Null, |(count, token)| json!({ "count": count, "token": token.0.to_string() })))
             }
-            "isHeldHere" => Ok(json!(t.is_held_here(str_field(f, "name")?, LockMode::Exclusive))),
+            "isHeldHere" => Ok(json!(t.is_held_here(str_field(&f.name, "name")?, LockMode::Exclusive))),
             "hasServerWork" => Ok(json!(t.has_server_work())),
             // ---- errors only the JS driver sees, made from the one error table
-            "fail" => Err(match str_field(f, "kind")? {
-                "connect" => {
-                    Error::Connect { addr: str_field(f, "addr")?.into(), reason: str_field(f, "reason")?.into() }
-                }
+            "fail" => Err(match str_field(&f.kind, "kind")? {
+                "connect" => Error::Connect {
+                    addr: str_field(&f.addr, "addr")?.into(),
+                    reason: str_field(&f.reason, "reason")?.into(),
+                },
                 "closed" => Error::Closed,
                 "cancelled" => Error::Cancelled,
-                "invalid_option" => Error::InvalidOption(str_field(f, "message")?.into()),
+                "invalid_option" => Error::InvalidOption(str_field(&f.message, "message")?.into()),
                 _ => wire::bad_request("kind"),
             }),
             _ => Err(wire::bad_request("op")),
@@ -246,7 +274,7 @@ impl Driver {
     }
 
     /// The drive contract: every output until `None`, in order.
-    fn drain(&mut self) -> Vec<Value> {
+    fn drain(&mut self) -> Vec<Out> {
         let mut out = Vec::new();
         while let Some(o) = self.table.poll_output() {
             let sent = &mut self.scripts_sent;
@@ -361,7 +389,8 @@ mod tests {
 
     #[test]
     fn a_bulk_reply_keeps_every_byte() {
-        let v = wire::reply(&json!({ "v": { "b": "a\u{00ff}\u{0000}" } })).unwrap();
+        let json = json!({ "v": { "b": "a\u{00ff}\u{0000}" } });
+        let v = serde_json::from_value::<wire::ReplyJson>(json).unwrap().into_reply().unwrap();
         assert_eq!(v, polylock_core::Reply::Redis(polylock_core::RedisValue::Bulk(vec![b'a', 0xff, 0])));
     }
 }

@@ -28,8 +28,18 @@
 //! code points 0..=255, one per byte), `{"done":true}`,
 //! `{"failed":"<why>"}` (no answer: timed out, connection lost) or
 //! `{"refused":"<server error text>"}`.
+//!
+//! Both directions are typed (serde derive, no `serde_json::Value` maps):
+//! four of these calls run per acquire+release, and building and dropping a
+//! `BTreeMap` for every object, each answer's and each reply's, was most of
+//! the module's time on that path.
+
+use std::fmt;
 
 use polylock_core::{Command, Event, LockStatus, Op, Output, RedisOp, RedisValue, Reply, TransportError};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::error::Error;
@@ -49,8 +59,7 @@ pub fn payload(e: &Error) -> Value {
 
 /// The answer to a call on a handle that names no table.
 pub fn no_table() -> String {
-    let e = Error::Closed;
-    json!({ "err": payload(&e), "out": [] }).to_string()
+    Answer { result: Err(payload(&Error::Closed)), out: Vec::new() }.to_json()
 }
 
 /// A request field that is missing or of the wrong type: a bug of the JS
@@ -59,107 +68,249 @@ pub fn bad_request(what: &str) -> Error {
     Error::Protocol(format!("polylock-wasm: bad request field {what:?}"))
 }
 
-/// Decodes a reply from the driver.
-pub fn reply(v: &Value) -> Result<Reply, Error> {
-    let obj = v.as_object().ok_or_else(|| bad_request("reply"))?;
-    if let Some(value) = obj.get("v") {
-        return redis_value(value).map(Reply::Redis);
-    }
-    if obj.contains_key("done") {
-        return Ok(Reply::Done);
-    }
-    if let Some(why) = obj.get("failed") {
-        return Ok(Reply::Failed(TransportError { message: why.as_str().unwrap_or("no answer").to_owned() }));
-    }
-    if let Some(text) = obj.get("refused") {
-        return Ok(Reply::Refused(text.as_str().unwrap_or_default().to_owned()));
-    }
-    Err(bad_request("reply"))
+/// A request that is not JSON of the expected shape (a bug of the JS driver).
+pub fn malformed(e: &serde_json::Error) -> Error {
+    Error::Protocol(format!("polylock-wasm: bad request: {e}"))
 }
 
-fn redis_value(v: &Value) -> Result<RedisValue, Error> {
-    Ok(match v {
-        Value::Null => RedisValue::Nil,
-        Value::Array(items) => RedisValue::Array(items.iter().map(redis_value).collect::<Result<_, _>>()?),
-        Value::Object(o) => {
-            if let Some(i) = o.get("i") {
-                let text = i.as_str().ok_or_else(|| bad_request("i"))?;
-                RedisValue::Int(text.parse().map_err(|_| bad_request("i"))?)
-            } else if let Some(b) = o.get("b") {
-                let text = b.as_str().ok_or_else(|| bad_request("b"))?;
-                // One code point per byte (JS `latin1`): exact for any bytes.
-                RedisValue::Bulk(text.chars().map(|c| c as u32 as u8).collect())
-            } else if let Some(s) = o.get("s") {
-                RedisValue::Status(s.as_str().ok_or_else(|| bad_request("s"))?.to_owned())
-            } else {
-                return Err(bad_request("v"));
-            }
+/// One answer: `{"ok": VALUE, "out": [...]}` or `{"err": PAYLOAD, "out": [...]}`.
+pub struct Answer {
+    pub result: Result<Value, Value>,
+    pub out: Vec<Out>,
+}
+
+impl Answer {
+    pub fn to_json(&self) -> String {
+        // Serializing plain values and derived types cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+impl Serialize for Answer {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        match &self.result {
+            Ok(v) => m.serialize_entry("ok", v)?,
+            Err(e) => m.serialize_entry("err", e)?,
         }
-        _ => return Err(bad_request("v")),
-    })
+        m.serialize_entry("out", &self.out)?;
+        m.end()
+    }
+}
+
+/// The `reply` of `{"op":"reply"}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplyJson {
+    /// Absent: not a Redis reply; present (`null` included): one.
+    #[serde(default, deserialize_with = "present")]
+    v: Option<JsonRedisValue>,
+    #[serde(default)]
+    done: bool,
+    failed: Option<String>,
+    refused: Option<String>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<JsonRedisValue>, D::Error> {
+    JsonRedisValue::deserialize(d).map(Some)
+}
+
+impl ReplyJson {
+    pub fn into_reply(self) -> Result<Reply, Error> {
+        Ok(match self {
+            ReplyJson { v: Some(JsonRedisValue(v)), .. } => Reply::Redis(v),
+            ReplyJson { done: true, .. } => Reply::Done,
+            ReplyJson { failed: Some(message), .. } => Reply::Failed(TransportError { message }),
+            ReplyJson { refused: Some(text), .. } => Reply::Refused(text),
+            _ => return Err(bad_request("reply")),
+        })
+    }
+}
+
+/// A Redis reply value as the driver writes it: `null`, `{"i":"<int>"}`,
+/// `{"b":"<bytes>"}`, `{"s":"<status>"}` or an array of values.
+struct JsonRedisValue(RedisValue);
+
+impl<'de> Deserialize<'de> for JsonRedisValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(RedisValueVisitor).map(JsonRedisValue)
+    }
+}
+
+struct RedisValueVisitor;
+
+impl<'de> Visitor<'de> for RedisValueVisitor {
+    type Value = RedisValue;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Redis reply value: null, an array, or {\"i\"|\"b\"|\"s\": string}")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<RedisValue, E> {
+        Ok(RedisValue::Nil)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<RedisValue, E> {
+        Ok(RedisValue::Nil)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RedisValue, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(JsonRedisValue(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(RedisValue::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RedisValue, A::Error> {
+        let bad = |what: &str| de::Error::custom(format!("bad reply field {what:?}"));
+        let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? else { return Err(bad("v")) };
+        let text: std::borrow::Cow<'de, str> = map.next_value()?;
+        let v = match key.as_ref() {
+            "i" => RedisValue::Int(text.parse().map_err(|_| bad("i"))?),
+            // One code point per byte (JS `latin1`): exact for any bytes.
+            "b" => RedisValue::Bulk(text.chars().map(|c| c as u32 as u8).collect()),
+            "s" => RedisValue::Status(text.into_owned()),
+            _ => return Err(bad("v")),
+        };
+        if map.next_key::<de::IgnoredAny>()?.is_some() {
+            return Err(bad("v"));
+        }
+        Ok(v)
+    }
+}
+
+/// One output of the table, as the driver reads it (the `k` field names it).
+#[derive(Serialize)]
+#[serde(tag = "k", rename_all = "lowercase")]
+pub enum Out {
+    Granted {
+        name: String,
+        ticket: u64,
+        owner: u64,
+        token: String,
+        reentry: u32,
+    },
+    Failed {
+        name: String,
+        ticket: u64,
+        owner: u64,
+        err: Value,
+    },
+    Lost {
+        name: String,
+        owner: u64,
+        token: String,
+        reason: String,
+    },
+    Released {
+        id: u64,
+    },
+    Status {
+        id: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ok: Option<StatusJson>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        err: Option<Value>,
+    },
+    Eval {
+        id: u64,
+        script: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        source: Option<&'static str>,
+        keys: Vec<String>,
+        args: Vec<String>,
+    },
+    Subscribe {
+        id: u64,
+        channel: String,
+    },
+    Unsubscribe {
+        id: u64,
+        channel: String,
+    },
+    Timeout {
+        at: u64,
+    },
+    Unsupported {
+        id: u64,
+        op: String,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusJson {
+    held: bool,
+    holder: Option<String>,
+    fencing_token: Option<String>,
+    waiters: Option<usize>,
+    ttl_ms: Option<i64>,
 }
 
 /// Encodes one output of the table. `first_use` says whether a script's
 /// source must travel with it (the first time this table sends it).
-pub fn output(out: Output, first_use: impl FnOnce(&'static str) -> bool) -> Option<Value> {
+pub fn output(out: Output, first_use: impl FnOnce(&'static str) -> bool) -> Option<Out> {
     Some(match out {
-        Output::Event { name, event, .. } => event_json(name.as_str(), event)?,
+        Output::Event { name, event, .. } => event_out(name.as_str(), event)?,
         Output::Status { id, result } => match result {
-            Ok(s) => json!({ "k": "status", "id": id.0, "ok": status_json(&s) }),
+            Ok(s) => Out::Status { id: id.0, ok: Some(status_json(&s)), err: None },
             Err(polylock_core::Error::NoAnswer(reason)) => {
                 // As the runtime's `Client::status`: no answer is a connection error.
                 let e = Error::Connect { addr: "redis".into(), reason };
-                json!({ "k": "status", "id": id.0, "err": payload(&e) })
+                Out::Status { id: id.0, ok: None, err: Some(payload(&e)) }
             }
-            Err(e) => json!({ "k": "status", "id": id.0, "err": payload(&Error::from_core("", e)) }),
+            Err(e) => Out::Status { id: id.0, ok: None, err: Some(payload(&Error::from_core("", e))) },
         },
-        Output::Command(cmd) => command_json(cmd, first_use),
-        Output::Timeout(at) => json!({ "k": "timeout", "at": at.as_millis() }),
+        Output::Command(cmd) => command_out(cmd, first_use),
+        Output::Timeout(at) => Out::Timeout { at: at.as_millis() },
         _ => return None,
     })
 }
 
-fn event_json(name: &str, event: Event) -> Option<Value> {
+fn event_out(name: &str, event: Event) -> Option<Out> {
     Some(match event {
-        Event::Granted { ticket, owner, token, reentry } => json!({
-            "k": "granted", "name": name, "ticket": ticket.0, "owner": owner.0,
-            "token": token.0.to_string(), "reentry": reentry,
-        }),
-        Event::Failed { ticket, owner, error } => json!({
-            "k": "failed", "name": name, "ticket": ticket.0, "owner": owner.0,
-            "err": payload(&Error::from_core(name, error)),
-        }),
-        Event::Lost { owner, token, reason } => json!({
-            "k": "lost", "name": name, "owner": owner.0, "token": token.0.to_string(), "reason": reason.to_string(),
-        }),
-        Event::Released { id } => json!({ "k": "released", "id": id.0 }),
+        Event::Granted { ticket, owner, token, reentry } => Out::Granted {
+            name: name.to_owned(),
+            ticket: ticket.0,
+            owner: owner.0,
+            token: token.0.to_string(),
+            reentry,
+        },
+        Event::Failed { ticket, owner, error } => Out::Failed {
+            name: name.to_owned(),
+            ticket: ticket.0,
+            owner: owner.0,
+            err: payload(&Error::from_core(name, error)),
+        },
+        Event::Lost { owner, token, reason } => {
+            Out::Lost { name: name.to_owned(), owner: owner.0, token: token.0.to_string(), reason: reason.to_string() }
+        }
+        Event::Released { id } => Out::Released { id: id.0 },
         _ => return None,
     })
 }
 
-fn status_json(s: &LockStatus) -> Value {
-    json!({
-        "held": s.held,
-        "holder": s.holder,
-        "fencingToken": s.fencing_token.map(|t| t.to_string()),
-        "waiters": s.waiters,
-        "ttlMs": s.ttl_ms,
-    })
+fn status_json(s: &LockStatus) -> StatusJson {
+    StatusJson {
+        held: s.held,
+        holder: s.holder.clone(),
+        fencing_token: s.fencing_token.map(|t| t.to_string()),
+        waiters: s.waiters,
+        ttl_ms: s.ttl_ms,
+    }
 }
 
-fn command_json(cmd: Command, first_use: impl FnOnce(&'static str) -> bool) -> Value {
+fn command_out(cmd: Command, first_use: impl FnOnce(&'static str) -> bool) -> Out {
     let Command { id, op } = cmd;
     match op {
         Op::Redis(RedisOp::Eval { script, keys, args }) => {
-            let mut v = json!({ "k": "eval", "id": id.0, "script": script.name, "keys": keys, "args": args });
-            if first_use(script.name) {
-                v["source"] = Value::from(script.source);
-            }
-            v
+            let source = first_use(script.name).then_some(script.source);
+            Out::Eval { id: id.0, script: script.name, source, keys, args }
         }
-        Op::Redis(RedisOp::Subscribe { channel }) => json!({ "k": "subscribe", "id": id.0, "channel": channel }),
-        Op::Redis(RedisOp::Unsubscribe { channel }) => json!({ "k": "unsubscribe", "id": id.0, "channel": channel }),
+        Op::Redis(RedisOp::Subscribe { channel }) => Out::Subscribe { id: id.0, channel },
+        Op::Redis(RedisOp::Unsubscribe { channel }) => Out::Unsubscribe { id: id.0, channel },
         // The table is made for Redis only (see Driver::from_config).
-        other => json!({ "k": "unsupported", "id": id.0, "op": format!("{other:?}") }),
+        other => Out::Unsupported { id: id.0, op: format!("{other:?}") },
     }
 }
