@@ -368,10 +368,10 @@ class WasmClient {
         break
       }
       case 'subscribe':
-        this.#send(o.id, this.#sub.subscribe(o.channel), DONE)
+        this.#send(o.id, this.#sub.subscribe(...o.channels), DONE)
         break
       case 'unsubscribe':
-        this.#send(o.id, this.#sub.unsubscribe(o.channel), DONE)
+        this.#send(o.id, this.#sub.unsubscribe(...o.channels), DONE)
         break
       case 'timeout': {
         clearTimeout(this.#timer)

@@ -12,7 +12,7 @@
 //! - `{"k":"status","id","ok":{held,holder,fencingToken,waiters,ttlMs}}` or `"err"`
 //! - `{"k":"eval","id","script","source"?,"keys","args"}` (`source` the
 //!   first time this table sends that script: the driver keeps it by name)
-//! - `{"k":"subscribe"|"unsubscribe","id","channel"}`
+//! - `{"k":"subscribe"|"unsubscribe","id","channels"}` (one command for them all)
 //! - `{"k":"timeout","at"}` (milliseconds on the driver's clock)
 //!
 //! Fencing tokens travel as decimal strings (JavaScript makes BigInts of
@@ -223,11 +223,11 @@ pub enum Out {
     },
     Subscribe {
         id: u64,
-        channel: String,
+        channels: Vec<String>,
     },
     Unsubscribe {
         id: u64,
-        channel: String,
+        channels: Vec<String>,
     },
     Timeout {
         at: u64,
@@ -308,8 +308,8 @@ fn command_out(cmd: Command, first_use: impl FnOnce(&'static str) -> bool) -> Ou
             let source = first_use(script.name).then_some(script.source);
             Out::Eval { id: id.0, script: script.name, source, keys, args }
         }
-        Op::Redis(RedisOp::Subscribe { channel }) => Out::Subscribe { id: id.0, channel },
-        Op::Redis(RedisOp::Unsubscribe { channel }) => Out::Unsubscribe { id: id.0, channel },
+        Op::Redis(RedisOp::Subscribe { channels }) => Out::Subscribe { id: id.0, channels },
+        Op::Redis(RedisOp::Unsubscribe { channels }) => Out::Unsubscribe { id: id.0, channels },
         // The table is made for Redis only (see Driver::from_config).
         other => Out::Unsupported { id: id.0, op: format!("{other:?}") },
     }

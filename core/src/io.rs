@@ -38,22 +38,24 @@ pub enum RedisOp {
     /// Reply: [`Reply::Redis`] with `[script result, replicas that
     /// acknowledged]`; an error of either is the reply.
     EvalAcked { script: &'static Script, keys: Vec<String>, args: Vec<String>, replicas: u32, timeout_ms: u64 },
-    /// Redis: subscribe the client's pub/sub connection to `channel`.
-    /// Reply: [`Reply::Done`] once the subscription is confirmed; then
+    /// Redis: subscribe the client's pub/sub connection to `channels`, in
+    /// one `SUBSCRIBE` (one command on the server, however many channels).
+    /// Reply: [`Reply::Done`] once every subscription is confirmed; then
     /// [`Notification::Message`] for each message. The driver resubscribes
     /// after a reconnect by itself and reports [`ConnectionEvent::Connected`].
-    Subscribe { channel: String },
-    /// Redis: drop a subscription made with [`RedisOp::Subscribe`]. Reply: [`Reply::Done`].
-    Unsubscribe { channel: String },
+    Subscribe { channels: Vec<String> },
+    /// Redis: drop subscriptions made with [`RedisOp::Subscribe`], in one
+    /// `UNSUBSCRIBE`. Reply: [`Reply::Done`].
+    Unsubscribe { channels: Vec<String> },
     /// Redis Cluster: [`RedisOp::Subscribe`] with sharded pub/sub
-    /// (`SSUBSCRIBE`, on the node serving the channel's slot), where
-    /// `SPUBLISH` is heard (a different world from `PUBLISH`). Asked only
-    /// with [`crate::LockConfig::shard_release`]. Messages come as
-    /// [`Notification::Message`], as for `SUBSCRIBE`.
-    ShardSubscribe { channel: String },
-    /// Redis Cluster: drop a subscription made with [`RedisOp::ShardSubscribe`]
+    /// (`SSUBSCRIBE`, on the node serving the channels' slot: they share
+    /// one), where `SPUBLISH` is heard (a different world from `PUBLISH`).
+    /// Asked only with [`crate::LockConfig::shard_release`]. Messages come
+    /// as [`Notification::Message`], as for `SUBSCRIBE`.
+    ShardSubscribe { channels: Vec<String> },
+    /// Redis Cluster: drop subscriptions made with [`RedisOp::ShardSubscribe`]
     /// (`SUNSUBSCRIBE`). Reply: [`Reply::Done`].
-    ShardUnsubscribe { channel: String },
+    ShardUnsubscribe { channels: Vec<String> },
 }
 
 /// A ZooKeeper operation. Exhaustive on purpose, as [`RedisOp`].

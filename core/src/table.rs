@@ -95,8 +95,8 @@ pub struct LockTable {
     watches: HashMap<RequestId, (Key, RequestId)>,
     watch_ids: HashMap<(Key, RequestId), RequestId>,
     /// Redis: each subscribed channel's locks, and how many of each one's
-    /// claims listen with `SUBSCRIBE` and with `SSUBSCRIBE` (by
-    /// [`listener_kind`]). Redisson's channel is shared: by a lock's claims,
+    /// claims listen with `SUBSCRIBE` and with `SSUBSCRIBE` (index 0 and 1:
+    /// separate worlds on the server, counted apart). Redisson's channel is shared: by a lock's claims,
     /// and by names Redisson's naming rule maps to one channel (`abc` and
     /// `{abc}`). The server keeps one subscription per connection, so only
     /// the first subscribe and the last unsubscribe of each go out.
@@ -498,38 +498,22 @@ impl LockTable {
     fn route_command(&mut self, key: &Key, cmd: Command) {
         let Command { id: local, op } = cmd;
         let op = match op {
-            Op::Redis(op @ (RedisOp::Subscribe { .. } | RedisOp::ShardSubscribe { .. })) => {
-                let (channel, kind) = listener_kind(&op);
-                let names = self.channels.entry(channel.to_owned()).or_default();
-                let listening: u32 = names.values().map(|n| n[kind]).sum();
-                names.entry(key.clone()).or_default()[kind] += 1;
-                if listening > 0 {
-                    // Subscribed (or asked) already on this connection. No
-                    // claim waits for the reply of a channel it shares.
-                    return;
-                }
-                Op::Redis(op)
-            }
-            Op::Redis(op @ (RedisOp::Unsubscribe { .. } | RedisOp::ShardUnsubscribe { .. })) => {
-                let (channel, kind) = listener_kind(&op);
-                if let Some(names) = self.channels.get_mut(channel) {
-                    if let Some(n) = names.get_mut(key) {
-                        n[kind] = n[kind].saturating_sub(1);
-                        if *n == [0; 2] {
-                            names.remove(key);
-                        }
-                    }
-                    let listening: u32 = names.values().map(|n| n[kind]).sum();
-                    if names.is_empty() {
-                        self.channels.remove(channel);
-                    }
-                    if listening > 0 {
-                        // Another claim still listens.
-                        return;
-                    }
-                }
-                Op::Redis(op)
-            }
+            Op::Redis(RedisOp::Subscribe { channels }) => match self.listen(key, channels, 0) {
+                Some(channels) => Op::Redis(RedisOp::Subscribe { channels }),
+                None => return,
+            },
+            Op::Redis(RedisOp::ShardSubscribe { channels }) => match self.listen(key, channels, 1) {
+                Some(channels) => Op::Redis(RedisOp::ShardSubscribe { channels }),
+                None => return,
+            },
+            Op::Redis(RedisOp::Unsubscribe { channels }) => match self.stop_listening(key, channels, 0) {
+                Some(channels) => Op::Redis(RedisOp::Unsubscribe { channels }),
+                None => return,
+            },
+            Op::Redis(RedisOp::ShardUnsubscribe { channels }) => match self.stop_listening(key, channels, 1) {
+                Some(channels) => Op::Redis(RedisOp::ShardUnsubscribe { channels }),
+                None => return,
+            },
             Op::ZooKeeper(ZkOp::Unwatch { watch }) => {
                 let Some(global) = self.watch_ids.remove(&(key.clone(), watch)) else {
                     // Already fired or never set: nothing to drop. No claim
@@ -547,6 +531,51 @@ impl LockTable {
             self.watches.insert(id, (key.clone(), local));
             self.watch_ids.insert((key.clone(), local), id);
         }
+    }
+
+    /// Counts `key` as a listener of each of `channels` (`kind` as in
+    /// [`Self::channels`]) and returns those nobody listened to yet: the
+    /// ones to subscribe. `None` when there are none: subscribed (or asked)
+    /// already on this connection, and no claim waits for the reply of a
+    /// channel it shares.
+    fn listen(&mut self, key: &Key, channels: Vec<String>, kind: usize) -> Option<Vec<String>> {
+        let mut new = Vec::with_capacity(channels.len());
+        for channel in channels {
+            let names = self.channels.entry(channel.clone()).or_default();
+            let listening: u32 = names.values().map(|n| n[kind]).sum();
+            names.entry(key.clone()).or_default()[kind] += 1;
+            if listening == 0 {
+                new.push(channel);
+            }
+        }
+        (!new.is_empty()).then_some(new)
+    }
+
+    /// Counts `key` out as a listener of each of `channels` and returns
+    /// those nobody listens to now: the ones to unsubscribe (`None`: another
+    /// claim still listens on each).
+    fn stop_listening(&mut self, key: &Key, channels: Vec<String>, kind: usize) -> Option<Vec<String>> {
+        let mut gone = Vec::with_capacity(channels.len());
+        for channel in channels {
+            let Some(names) = self.channels.get_mut(&channel) else {
+                gone.push(channel);
+                continue;
+            };
+            if let Some(n) = names.get_mut(key) {
+                n[kind] = n[kind].saturating_sub(1);
+                if *n == [0; 2] {
+                    names.remove(key);
+                }
+            }
+            let listening: u32 = names.values().map(|n| n[kind]).sum();
+            if names.is_empty() {
+                self.channels.remove(&channel);
+            }
+            if listening == 0 {
+                gone.push(channel);
+            }
+        }
+        (!gone.is_empty()).then_some(gone)
     }
 
     fn send(&mut self, route: Route, op: Op) -> RequestId {
@@ -594,15 +623,5 @@ impl LockTable {
             }
             StatusStep::Done(result) => self.events.push_back(Output::Status { id, result }),
         }
-    }
-}
-
-/// A (un)subscribe's channel, and its kind: 0 for `SUBSCRIBE`, 1 for
-/// `SSUBSCRIBE` (separate worlds on the server, counted apart).
-fn listener_kind(op: &RedisOp) -> (&str, usize) {
-    match op {
-        RedisOp::Subscribe { channel } | RedisOp::Unsubscribe { channel } => (channel, 0),
-        RedisOp::ShardSubscribe { channel } | RedisOp::ShardUnsubscribe { channel } => (channel, 1),
-        RedisOp::Eval { .. } | RedisOp::EvalAcked { .. } => unreachable!("not a subscription: {op:?}"),
     }
 }

@@ -45,27 +45,33 @@ fn is_acquire(cmd: &Command) -> bool {
     matches!(&cmd.op, Op::Redis(RedisOp::Eval { script, .. }) if script.name == "polylock_acquire")
 }
 
-/// What a (un)subscription is: its command's kind and channel, the waiter's
-/// own channel shown as `own`.
-fn listening(cmds: &[Command]) -> Vec<(&'static str, String)> {
+/// What each (un)subscription command is: its kind and its channels, the
+/// waiter's own channel shown as `own` (one command may name several).
+fn listening(cmds: &[Command]) -> Vec<(&'static str, Vec<String>)> {
     cmds.iter()
         .map(|c| {
-            let (kind, channel) = match &c.op {
-                Op::Redis(RedisOp::Subscribe { channel }) => ("SUBSCRIBE", channel),
-                Op::Redis(RedisOp::ShardSubscribe { channel }) => ("SSUBSCRIBE", channel),
-                Op::Redis(RedisOp::Unsubscribe { channel }) => ("UNSUBSCRIBE", channel),
-                Op::Redis(RedisOp::ShardUnsubscribe { channel }) => ("SUNSUBSCRIBE", channel),
+            let (kind, channels) = match &c.op {
+                Op::Redis(RedisOp::Subscribe { channels }) => ("SUBSCRIBE", channels),
+                Op::Redis(RedisOp::ShardSubscribe { channels }) => ("SSUBSCRIBE", channels),
+                Op::Redis(RedisOp::Unsubscribe { channels }) => ("UNSUBSCRIBE", channels),
+                Op::Redis(RedisOp::ShardUnsubscribe { channels }) => ("SUNSUBSCRIBE", channels),
                 other => panic!("not a subscription: {other:?}"),
             };
-            (kind, if channel.contains('|') { "own".to_owned() } else { channel.clone() })
+            let shown = channels.iter().map(|c| if c.contains('|') { "own".to_owned() } else { c.clone() }).collect();
+            (kind, shown)
         })
         .collect()
+}
+
+/// `(kind, [channels])` with `&str`s, for comparing with [`listening`].
+fn cmd(kind: &'static str, channels: &[&str]) -> (&'static str, Vec<String>) {
+    (kind, channels.iter().map(|c| (*c).to_owned()).collect())
 }
 
 /// A waiter on `orders/42` queued behind a holder with 30 s left, its
 /// subscriptions confirmed and its second acquire answered busy: it now
 /// waits. Returns the machine and the subscriptions it asked for.
-fn queued(shard_release: bool) -> (LockMachine, Vec<(&'static str, String)>) {
+fn queued(shard_release: bool) -> (LockMachine, Vec<(&'static str, Vec<String>)>) {
     let mut m = LockMachine::new(config(shard_release), LockName::new("orders/42").unwrap(), Nonce(1)).unwrap();
     m.acquire(at(0), OwnerId(1), AcquireOptions::default(), Nonce(2)).unwrap();
     let first = m.poll_command().unwrap();
@@ -83,7 +89,8 @@ fn queued(shard_release: bool) -> (LockMachine, Vec<(&'static str, String)>) {
 #[test]
 fn a_waiter_hearing_redissons_release_tries_again_at_once() {
     let (mut m, subs) = queued(false);
-    assert_eq!(subs, vec![("SUBSCRIBE", REDISSON.to_owned()), ("SUBSCRIBE", "own".to_owned())]);
+    // One SUBSCRIBE for both channels: one command on the server, one reply.
+    assert_eq!(subs, vec![cmd("SUBSCRIBE", &[REDISSON, "own"])]);
     // Without a message it would try again only at the holder's expiry or
     // the waiter TTL's third, long after the Redisson holder left.
     assert!(m.poll_timeout().unwrap() >= at(3 + 10_000), "{:?}", m.poll_timeout());
@@ -95,10 +102,7 @@ fn a_waiter_hearing_redissons_release_tries_again_at_once() {
     // Granted: it stops listening on both channels.
     m.handle_reply(at(101), sent[0].id, granted(9));
     assert!(m.is_held_by(OwnerId(1)));
-    assert_eq!(
-        listening(&drain(&mut m)),
-        vec![("UNSUBSCRIBE", "own".to_owned()), ("UNSUBSCRIBE", REDISSON.to_owned())]
-    );
+    assert_eq!(listening(&drain(&mut m)), vec![cmd("UNSUBSCRIBE", &["own", REDISSON])]);
 }
 
 /// Only the first in line tries again on Redisson's `0`: the others would
@@ -112,7 +116,8 @@ fn only_the_first_in_line_tries_again_on_redissons_release() {
     let first = m.poll_command().unwrap();
     m.handle_reply(at(1), first.id, queued_behind(false));
     let subs = drain(&mut m);
-    let Op::Redis(RedisOp::Subscribe { channel: own }) = subs.last().unwrap().op.clone() else { panic!("{subs:?}") };
+    let Op::Redis(RedisOp::Subscribe { channels }) = subs.last().unwrap().op.clone() else { panic!("{subs:?}") };
+    let own = channels.last().unwrap().clone();
     m.handle_reply(at(2), subs.last().unwrap().id, Reply::Done);
     let again = drain(&mut m);
     m.handle_reply(at(3), again[0].id, queued_behind(false));
@@ -149,10 +154,7 @@ fn a_redisson_release_during_an_acquire_in_flight_makes_it_ask_again() {
 #[test]
 fn on_a_cluster_a_waiter_also_listens_on_redissons_shard_channel() {
     let (mut m, subs) = queued(true);
-    assert_eq!(
-        subs,
-        vec![("SUBSCRIBE", REDISSON.to_owned()), ("SSUBSCRIBE", REDISSON.to_owned()), ("SUBSCRIBE", "own".to_owned())]
-    );
+    assert_eq!(subs, vec![cmd("SSUBSCRIBE", &[REDISSON]), cmd("SUBSCRIBE", &[REDISSON, "own"])]);
     // An `SPUBLISH`ed `0` comes as a message on the same channel name.
     m.handle_notification(at(100), Notification::Message { channel: REDISSON.to_owned(), payload: "0".into() });
     let sent = drain(&mut m);
@@ -160,11 +162,7 @@ fn on_a_cluster_a_waiter_also_listens_on_redissons_shard_channel() {
     m.handle_reply(at(101), sent[0].id, granted(9));
     assert_eq!(
         listening(&drain(&mut m)),
-        vec![
-            ("UNSUBSCRIBE", "own".to_owned()),
-            ("UNSUBSCRIBE", REDISSON.to_owned()),
-            ("SUNSUBSCRIBE", REDISSON.to_owned())
-        ]
+        vec![cmd("SUNSUBSCRIBE", &[REDISSON]), cmd("UNSUBSCRIBE", &["own", REDISSON])]
     );
 }
 
@@ -177,7 +175,7 @@ fn no_shard_subscription_for_a_channel_outside_the_lock_keys_slot() {
     let first = m.poll_command().unwrap();
     m.handle_reply(at(1), first.id, busy());
     let subs = listening(&drain(&mut m));
-    assert_eq!(subs, vec![("SUBSCRIBE", "redisson_lock__channel:a{".to_owned()), ("SUBSCRIBE", "own".to_owned())]);
+    assert_eq!(subs, vec![cmd("SUBSCRIBE", &["redisson_lock__channel:a{", "own"])]);
 }
 
 fn table_commands(t: &mut LockTable) -> Vec<Command> {
@@ -205,11 +203,7 @@ fn waiters_of_one_client_share_one_subscription_to_a_redisson_channel() {
         t.handle_reply(at(1), first.id, busy());
         let subs = table_commands(&mut t);
         let own = subs.last().unwrap().id;
-        let expected = if i == 0 {
-            vec![("SUBSCRIBE", shared.to_owned()), ("SUBSCRIBE", "own".to_owned())]
-        } else {
-            vec![("SUBSCRIBE", "own".to_owned())]
-        };
+        let expected = if i == 0 { vec![cmd("SUBSCRIBE", &[shared, "own"])] } else { vec![cmd("SUBSCRIBE", &["own"])] };
         assert_eq!(listening(&subs), expected, "{name}");
         t.handle_reply(at(2), own, Reply::Done);
         let again = table_commands(&mut t);
@@ -227,7 +221,7 @@ fn waiters_of_one_client_share_one_subscription_to_a_redisson_channel() {
 
     // One is granted: its own channel goes, the shared one stays (the other listens).
     t.handle_reply(at(101), acquires[0].id, granted(9));
-    assert_eq!(listening(&table_commands(&mut t)), vec![("UNSUBSCRIBE", "own".to_owned())]);
+    assert_eq!(listening(&table_commands(&mut t)), vec![cmd("UNSUBSCRIBE", &["own"])]);
     // The other, still busy, still hears the shared channel.
     t.handle_reply(at(102), acquires[1].id, busy());
     t.handle_notification(at(200), Notification::Message { channel: shared.to_owned(), payload: "0".into() });
@@ -236,8 +230,5 @@ fn waiters_of_one_client_share_one_subscription_to_a_redisson_channel() {
     assert!(is_acquire(woken));
     // Granted too: the last listener unsubscribes the shared channel.
     t.handle_reply(at(201), woken.id, granted(10));
-    assert_eq!(
-        listening(&table_commands(&mut t)),
-        vec![("UNSUBSCRIBE", "own".to_owned()), ("UNSUBSCRIBE", shared.to_owned())]
-    );
+    assert_eq!(listening(&table_commands(&mut t)), vec![cmd("UNSUBSCRIBE", &["own", shared])]);
 }

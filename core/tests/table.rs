@@ -71,10 +71,11 @@ fn queue_behind_redis(t: &mut LockTable, n: &LockName, nonce: u128) -> (Ticket, 
     assert_eq!(script(&first), "polylock_acquire");
     t.handle_reply(T0, first.id, busy());
     let subs = commands(&drain(t));
-    // Redisson's channel first (a Redisson holder's release is heard there), then ours.
-    let [redisson, sub] = subs.as_slice() else { panic!("{subs:?}") };
-    assert!(matches!(&redisson.op, Op::Redis(RedisOp::Subscribe { channel }) if !is_waiter_channel(channel)));
-    let Op::Redis(RedisOp::Subscribe { channel }) = sub.op.clone() else { panic!("{sub:?}") };
+    // One SUBSCRIBE: Redisson's channel (a Redisson holder's release is heard there), and ours.
+    let [sub] = subs.as_slice() else { panic!("{subs:?}") };
+    let Op::Redis(RedisOp::Subscribe { channels }) = sub.op.clone() else { panic!("{sub:?}") };
+    let [redisson, channel] = <[String; 2]>::try_from(channels).expect("two channels");
+    assert!(!is_waiter_channel(&redisson) && is_waiter_channel(&channel));
     t.handle_reply(T0, sub.id, Reply::Done);
     let again = only_command(&drain(t));
     (ticket, channel, again.id)
@@ -100,12 +101,14 @@ fn redis_grants_reach_the_right_name_across_crossed_replies_and_handoffs() {
     t.handle_reply(T0, ca.id, busy());
     let subs: Vec<Command> = commands(&drain(&mut t))
         .into_iter()
-        .filter(|c| matches!(&c.op, Op::Redis(RedisOp::Subscribe { channel }) if is_waiter_channel(channel)))
+        .filter(|c| matches!(&c.op, Op::Redis(RedisOp::Subscribe { .. })))
         .collect();
     let channels: Vec<String> = subs
         .iter()
         .map(|c| match &c.op {
-            Op::Redis(RedisOp::Subscribe { channel }) => channel.clone(),
+            Op::Redis(RedisOp::Subscribe { channels }) => {
+                channels.iter().find(|c| is_waiter_channel(c)).expect("a waiter channel").clone()
+            }
             other => panic!("{other:?}"),
         })
         .collect();

@@ -1003,17 +1003,21 @@ impl World {
                     }
                 }
                 Op::Redis(op @ (RedisOp::Subscribe { .. } | RedisOp::ShardSubscribe { .. })) => {
-                    let subs = self.redis.subs.entry(sim_channel(op)).or_default();
-                    if !subs.contains(&c) {
-                        subs.push(c);
+                    for channel in sim_channels(op) {
+                        let subs = self.redis.subs.entry(channel).or_default();
+                        if !subs.contains(&c) {
+                            subs.push(c);
+                        }
                     }
                     // Confirmed on the pub/sub connection, before any later message.
                     self.push_pub(c, Input::Reply(cmd.id, Reply::Done));
                     return;
                 }
                 Op::Redis(op @ (RedisOp::Unsubscribe { .. } | RedisOp::ShardUnsubscribe { .. })) => {
-                    if let Some(s) = self.redis.subs.get_mut(&sim_channel(op)) {
-                        s.retain(|x| *x != c);
+                    for channel in sim_channels(op) {
+                        if let Some(s) = self.redis.subs.get_mut(&channel) {
+                            s.retain(|x| *x != c);
+                        }
                     }
                     self.push_pub(c, Input::Reply(cmd.id, Reply::Done));
                     return;
@@ -1338,13 +1342,15 @@ fn is_pubsub(op: &Op) -> bool {
     )
 }
 
-/// The model's name of a (un)subscribe's channel: a shard channel
+/// The model's names of a (un)subscribe's channels: a shard channel
 /// (`SSUBSCRIBE`) is a world apart from the classic one of the same name,
 /// as `SPUBLISH` and `PUBLISH` are (see `redis_model`'s LEAVE).
-fn sim_channel(op: &RedisOp) -> String {
+fn sim_channels(op: &RedisOp) -> Vec<String> {
     match op {
-        RedisOp::ShardSubscribe { channel } | RedisOp::ShardUnsubscribe { channel } => format!("shard:{channel}"),
-        RedisOp::Subscribe { channel } | RedisOp::Unsubscribe { channel } => channel.clone(),
+        RedisOp::ShardSubscribe { channels } | RedisOp::ShardUnsubscribe { channels } => {
+            channels.iter().map(|c| format!("shard:{c}")).collect()
+        }
+        RedisOp::Subscribe { channels } | RedisOp::Unsubscribe { channels } => channels.clone(),
         other => panic!("not a subscription: {other:?}"),
     }
 }

@@ -102,13 +102,17 @@ impl Solo {
                                 }
                             }
                         }
-                        (Op::Redis(RedisOp::Subscribe { channel }), _) => {
-                            self.redis.subs.entry(channel.clone()).or_default().push(c);
+                        (Op::Redis(RedisOp::Subscribe { channels }), _) => {
+                            for channel in channels {
+                                self.redis.subs.entry(channel.clone()).or_default().push(c);
+                            }
                             self.tables[c].handle_reply(now, cmd.id, Reply::Done);
                         }
-                        (Op::Redis(RedisOp::Unsubscribe { channel }), _) => {
-                            if let Some(s) = self.redis.subs.get_mut(channel) {
-                                s.retain(|x| *x != c);
+                        (Op::Redis(RedisOp::Unsubscribe { channels }), _) => {
+                            for channel in channels {
+                                if let Some(s) = self.redis.subs.get_mut(channel) {
+                                    s.retain(|x| *x != c);
+                                }
                             }
                             self.tables[c].handle_reply(now, cmd.id, Reply::Done);
                         }

@@ -173,36 +173,44 @@ where
 /// EVAL as a plain command (the cluster client routes it by its first key)
 /// and subscriptions as RESP3 pushes that they restore after a reconnect.
 pub(crate) trait OpConnection: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {
-    fn subscribe_to(self, channel: String) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send;
-    fn unsubscribe_from(self, channel: String) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send;
+    /// One `SUBSCRIBE` for all of `channels`.
+    fn subscribe_to(self, channels: Vec<String>) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send;
+    /// One `UNSUBSCRIBE` for all of `channels`.
+    fn unsubscribe_from(
+        self,
+        channels: Vec<String>,
+    ) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send;
     /// Sharded pub/sub (`SSUBSCRIBE`), which only a cluster speaks; the core
     /// asks for it only with `shard_release`, set for a cluster alone.
-    fn shard_subscribe_to(self, channel: String) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send {
-        async move { Err(no_sharded_pubsub(&channel)) }
+    fn shard_subscribe_to(
+        self,
+        channels: Vec<String>,
+    ) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send {
+        async move { Err(no_sharded_pubsub(&channels)) }
     }
     fn shard_unsubscribe_from(
         self,
-        channel: String,
+        channels: Vec<String>,
     ) -> impl std::future::Future<Output = redis::RedisResult<()>> + Send {
-        async move { Err(no_sharded_pubsub(&channel)) }
+        async move { Err(no_sharded_pubsub(&channels)) }
     }
 }
 
-fn no_sharded_pubsub(channel: &str) -> redis::RedisError {
+fn no_sharded_pubsub(channels: &[String]) -> redis::RedisError {
     redis::RedisError::from((
         redis::ErrorKind::InvalidClientConfig,
         "sharded pub/sub is a Redis Cluster's",
-        channel.to_owned(),
+        channels.join(" "),
     ))
 }
 
 impl OpConnection for redis::aio::ConnectionManager {
-    async fn subscribe_to(mut self, channel: String) -> redis::RedisResult<()> {
-        self.subscribe(&channel).await
+    async fn subscribe_to(mut self, channels: Vec<String>) -> redis::RedisResult<()> {
+        self.subscribe(channels).await
     }
 
-    async fn unsubscribe_from(mut self, channel: String) -> redis::RedisResult<()> {
-        self.unsubscribe(&channel).await
+    async fn unsubscribe_from(mut self, channels: Vec<String>) -> redis::RedisResult<()> {
+        self.unsubscribe(channels).await
     }
 }
 
@@ -236,15 +244,15 @@ pub(crate) fn start_op<C: OpConnection>(commands: &C, pubsub: &C, timeout: Durat
                 .await
             })
         }
-        RedisOp::Subscribe { channel } => subscription(timeout, "subscribe", pubsub.clone().subscribe_to(channel)),
-        RedisOp::Unsubscribe { channel } => {
-            subscription(timeout, "unsubscribe", pubsub.clone().unsubscribe_from(channel))
+        RedisOp::Subscribe { channels } => subscription(timeout, "subscribe", pubsub.clone().subscribe_to(channels)),
+        RedisOp::Unsubscribe { channels } => {
+            subscription(timeout, "unsubscribe", pubsub.clone().unsubscribe_from(channels))
         }
-        RedisOp::ShardSubscribe { channel } => {
-            subscription(timeout, "ssubscribe", pubsub.clone().shard_subscribe_to(channel))
+        RedisOp::ShardSubscribe { channels } => {
+            subscription(timeout, "ssubscribe", pubsub.clone().shard_subscribe_to(channels))
         }
-        RedisOp::ShardUnsubscribe { channel } => {
-            subscription(timeout, "sunsubscribe", pubsub.clone().shard_unsubscribe_from(channel))
+        RedisOp::ShardUnsubscribe { channels } => {
+            subscription(timeout, "sunsubscribe", pubsub.clone().shard_unsubscribe_from(channels))
         }
     }
 }

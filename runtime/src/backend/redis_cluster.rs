@@ -70,20 +70,20 @@ impl Drop for ClusterTransport {
 }
 
 impl OpConnection for ClusterConnection {
-    async fn subscribe_to(mut self, channel: String) -> redis::RedisResult<()> {
-        self.subscribe(&channel).await
+    async fn subscribe_to(mut self, channels: Vec<String>) -> redis::RedisResult<()> {
+        self.subscribe(channels).await
     }
 
-    async fn unsubscribe_from(mut self, channel: String) -> redis::RedisResult<()> {
-        self.unsubscribe(&channel).await
+    async fn unsubscribe_from(mut self, channels: Vec<String>) -> redis::RedisResult<()> {
+        self.unsubscribe(channels).await
     }
 
-    async fn shard_subscribe_to(mut self, channel: String) -> redis::RedisResult<()> {
-        self.ssubscribe(&channel).await
+    async fn shard_subscribe_to(mut self, channels: Vec<String>) -> redis::RedisResult<()> {
+        self.ssubscribe(channels).await
     }
 
-    async fn shard_unsubscribe_from(mut self, channel: String) -> redis::RedisResult<()> {
-        self.sunsubscribe(&channel).await
+    async fn shard_unsubscribe_from(mut self, channels: Vec<String>) -> redis::RedisResult<()> {
+        self.sunsubscribe(channels).await
     }
 }
 
@@ -147,21 +147,23 @@ async fn open(
 impl Transport for ClusterTransport {
     fn start(&self, cmd: Command) -> Started {
         let Op::Redis(op) = cmd.op else { return not_ours("Redis", &cmd.op) };
+        let mut held = self.channels.lock().unwrap();
         match &op {
-            RedisOp::Subscribe { channel } => {
-                self.channels.lock().unwrap().insert((false, channel.clone()));
+            RedisOp::Subscribe { channels } => held.extend(channels.iter().map(|c| (false, c.clone()))),
+            RedisOp::ShardSubscribe { channels } => held.extend(channels.iter().map(|c| (true, c.clone()))),
+            RedisOp::Unsubscribe { channels } => {
+                for c in channels {
+                    held.remove(&(false, c.clone()));
+                }
             }
-            RedisOp::Unsubscribe { channel } => {
-                self.channels.lock().unwrap().remove(&(false, channel.clone()));
-            }
-            RedisOp::ShardSubscribe { channel } => {
-                self.channels.lock().unwrap().insert((true, channel.clone()));
-            }
-            RedisOp::ShardUnsubscribe { channel } => {
-                self.channels.lock().unwrap().remove(&(true, channel.clone()));
+            RedisOp::ShardUnsubscribe { channels } => {
+                for c in channels {
+                    held.remove(&(true, c.clone()));
+                }
             }
             RedisOp::Eval { .. } | RedisOp::EvalAcked { .. } => {}
         }
+        drop(held);
         start_op(&self.commands, &self.pubsub, self.request_timeout, op)
     }
 }
@@ -248,9 +250,9 @@ async fn restored(
         let conn = pubsub.clone();
         tokio::time::timeout(timeout, async move {
             if sharded {
-                conn.shard_subscribe_to(channel).await
+                conn.shard_subscribe_to(vec![channel]).await
             } else {
-                conn.subscribe_to(channel).await
+                conn.subscribe_to(vec![channel]).await
             }
         })
     }))

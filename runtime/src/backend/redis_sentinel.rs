@@ -255,11 +255,13 @@ async fn supervise(shared: Arc<Shared>, reports: Reports, mut stopped: watch::Re
             shared.live.store(generation, Ordering::SeqCst);
             cur.channels.iter().cloned().collect()
         };
-        let resubscribed: Vec<Reply> = futures::future::join_all(channels.into_iter().map(|channel| {
-            transport.start(Command { id: RequestId(0), op: Op::Redis(RedisOp::Subscribe { channel }) })
-        }))
-        .await;
-        if resubscribed.iter().any(|r| *r != Reply::Done) {
+        // One SUBSCRIBE for them all.
+        let resubscribed = if channels.is_empty() {
+            Reply::Done
+        } else {
+            transport.start(Command { id: RequestId(0), op: Op::Redis(RedisOp::Subscribe { channels }) }).await
+        };
+        if resubscribed != Reply::Done {
             // The new master is not answering yet: try the whole switch again.
             shared.suspect.notify_one();
             continue;
@@ -322,11 +324,13 @@ impl Transport for SentinelTransport {
         let started = {
             let mut cur = self.shared.current.lock().unwrap_or_else(|e| e.into_inner());
             match op {
-                RedisOp::Subscribe { channel } => {
-                    cur.channels.insert(channel.clone());
+                RedisOp::Subscribe { channels } => {
+                    cur.channels.extend(channels.iter().cloned());
                 }
-                RedisOp::Unsubscribe { channel } => {
-                    cur.channels.remove(channel);
+                RedisOp::Unsubscribe { channels } => {
+                    for channel in channels {
+                        cur.channels.remove(channel);
+                    }
                 }
                 // Never asked here (a cluster's alone); the transport refuses it.
                 RedisOp::ShardSubscribe { .. } | RedisOp::ShardUnsubscribe { .. } => {}

@@ -254,37 +254,45 @@ impl RedisClaim {
         (self.keys.channel().to_owned(), shard)
     }
 
-    /// Subscribes to our channel, and first (sent ahead on the same
-    /// connection, so confirmed by the time ours is) to Redisson's: its
-    /// reply is not awaited, as the table shares it between the lock's
-    /// claims and answers only the first; if it failed, the fallback
-    /// timer still wakes us.
+    /// Subscribes to our channel and, in the same `SUBSCRIBE` (one command
+    /// on the server, confirmed with ours), to Redisson's, where a Redisson
+    /// release is heard. The table shares Redisson's channel between the
+    /// lock's claims and leaves it out of the command when another claim
+    /// listens there already. A sharded subscription (a cluster's
+    /// `SSUBSCRIBE`, another command) goes ahead of it, unawaited: if it
+    /// failed, the fallback timer still wakes us.
     fn send_subscribe(&mut self, cx: &mut Cx<'_>) {
+        let mut channels = vec![self.channel()];
         if !self.redisson_subscribed {
             self.redisson_subscribed = true;
             let (channel, shard) = self.redisson_subscriptions(cx);
-            let _ = cx.out.send(RedisOp::Subscribe { channel });
+            channels.insert(0, channel);
             if let Some(channel) = shard {
-                let _ = cx.out.send(RedisOp::ShardSubscribe { channel });
+                let _ = cx.out.send(RedisOp::ShardSubscribe { channels: vec![channel] });
             }
         }
-        let id = cx.out.send(RedisOp::Subscribe { channel: self.channel() });
+        let id = cx.out.send(RedisOp::Subscribe { channels });
         self.subscribed = true;
         self.phase = Phase::Subscribing { req: Some(id) };
     }
 
+    /// Drops our subscriptions, ours and Redisson's in one `UNSUBSCRIBE`.
     fn send_unsubscribe(&mut self, cx: &mut Cx<'_>) {
+        let mut channels = Vec::with_capacity(2);
         if self.subscribed {
             self.subscribed = false;
-            let _ = cx.out.send(RedisOp::Unsubscribe { channel: self.channel() });
+            channels.push(self.channel());
         }
         if self.redisson_subscribed {
             self.redisson_subscribed = false;
             let (channel, shard) = self.redisson_subscriptions(cx);
-            let _ = cx.out.send(RedisOp::Unsubscribe { channel });
+            channels.push(channel);
             if let Some(channel) = shard {
-                let _ = cx.out.send(RedisOp::ShardUnsubscribe { channel });
+                let _ = cx.out.send(RedisOp::ShardUnsubscribe { channels: vec![channel] });
             }
+        }
+        if !channels.is_empty() {
+            let _ = cx.out.send(RedisOp::Unsubscribe { channels });
         }
     }
 
