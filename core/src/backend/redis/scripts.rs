@@ -33,15 +33,18 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local pruned = false
-local function first_waiter(qk, dk)
+-- `h`: the queue's head when the caller has just read it (nothing changed
+-- the queue since), so it is not read twice.
+local function first_waiter(qk, dk, h)
   while true do
-    local h = redis.call('ZRANGE', qk, 0, 0)[1]
+    h = h or redis.call('ZRANGE', qk, 0, 0)[1]
     if not h then return nil end
     local d = tonumber(redis.call('ZSCORE', dk, h))
     if d and d > now then return h end
     redis.call('ZREM', qk, h)
     redis.call('ZREM', dk, h)
     pruned = true
+    h = nil
   end
 end
 "#
@@ -168,7 +171,7 @@ return {0, pttl, head}
 pub static LEAVE: Script = Script {
     name: "polylock_leave",
     source: concat!(
-        "-- polylock leave v10\n",
+        "-- polylock leave v11\n",
         lua_next_token!(),
         r#"
 local function wake_redisson()
@@ -180,9 +183,13 @@ end
 -- Our field is the hash's only one while we hold the lock: deleting it
 -- deletes the lock (Redis drops an empty hash), in one command.
 local held = redis.call('HDEL', KEYS[1], ARGV[1]) == 1
+-- The queue's head, read once (v10 asked EXISTS of the queue first, then
+-- read the head again to hand over: a command more per handoff).
+local head = nil
 if held then
+  head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
   -- Fast path: a holder is never queued; with no queue there is nobody to hand to.
-  if redis.call('EXISTS', KEYS[2]) == 0 then
+  if not head then
     wake_redisson()
     return 1
   end
@@ -200,7 +207,8 @@ if not held then
 end
 local handed = false
 if held or ((was_first or pruned) and redis.call('EXISTS', KEYS[1]) == 0) then
-  local first = first_waiter(KEYS[2], KEYS[3])
+  -- A holder's head is still the queue's: nothing above changed it.
+  local first = first_waiter(KEYS[2], KEYS[3], head)
   if first ~= nil then
     local field, lease = string.match(first, '^([^|]*)|[^|]*|(%d+)$')
     if not field then
