@@ -586,6 +586,76 @@ async fn replies_stay_with_their_requests_when_the_cluster_resubscribes() {
     migrate_slot(&masters, slot, &b, &a, None, || async {}).await;
 }
 
+/// Every node of the cluster, masters and replicas: `redis://host:port`.
+async fn all_nodes(url: &str) -> Vec<String> {
+    let seed = url.split("://").nth(1).unwrap().split(',').next().unwrap();
+    let mut c = raw_redis(&format!("redis://{seed}")).await;
+    let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(&mut c).await.unwrap();
+    nodes
+        .lines()
+        .filter(|l| !l.contains("fail"))
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(|addr| format!("redis://{}", addr.split('@').next().unwrap()))
+        .collect()
+}
+
+/// The classic pub/sub channels matching `pattern` that any node has a subscriber on.
+async fn subscribed_anywhere(url: &str, pattern: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for node in all_nodes(url).await {
+        let mut c = raw_redis(&node).await;
+        let channels: Vec<String> =
+            redis::cmd("PUBSUB").arg("CHANNELS").arg(pattern).query_async(&mut c).await.unwrap();
+        found.extend(channels.into_iter().map(|ch| format!("{node} {ch}")));
+    }
+    found
+}
+
+/// A waiter listens on its own channel and Redisson's with one SUBSCRIBE
+/// and stops with one UNSUBSCRIBE, and the crate routes each by its first
+/// channel's slot. The two share a slot except for a name with an unclosed
+/// brace (`a{`): there an UNSUBSCRIBE routed by the other channel would
+/// reach another node than its SUBSCRIBE did and leave that subscription
+/// in place for the connection's life. After a waiter of every brace shape
+/// has been granted, no node keeps a channel of theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_granted_waiter_leaves_no_subscription_on_any_node() {
+    let Some(url) = cluster_url() else { return };
+    let _shared = KEYSPACE.read().await;
+    let prefix = format!("sub{}-", std::process::id());
+    let holder = cluster_client(&url).await;
+    let waiter = cluster_client(&url).await;
+    let w = Watch::new(&url, "a_granted_waiter_leaves_no_subscription_on_any_node");
+    // The listed shapes, not the 400 generated `order-N` / `order}N` names.
+    let shapes = brace_shaped_names().into_iter().filter(|n| !n.starts_with("order"));
+    for name in shapes.map(|n| format!("{prefix}{n}")) {
+        let held = w.on("acquire", &name, holder.lock(&name).unwrap().acquire()).await.unwrap();
+        let lock = waiter.lock(&name).unwrap();
+        let waiting = tokio::spawn(async move { lock.try_acquire(Duration::from_secs(20)).await });
+        // Queued and listening: its own channel (`<Redisson's>:<member>`,
+        // Redisson's holding the name as it is or in braces) is up.
+        let own = format!("*{name}*:*");
+        let listening = eventually(Duration::from_secs(10), || {
+            let (url, own) = (url.clone(), own.clone());
+            async move { !subscribed_anywhere(&url, &own).await.is_empty() }
+        })
+        .await;
+        assert!(listening, "{name}: the waiter never subscribed");
+        w.on("release", &name, held.release()).await.unwrap();
+        let granted = w.on("waiter's try_acquire", &name, waiting).await.unwrap().unwrap().expect("granted");
+        w.on("waiter's release", &name, granted.release()).await.unwrap();
+    }
+    let pattern = format!("*{prefix}*");
+    let gone = eventually(Duration::from_secs(5), || {
+        let (url, pattern) = (url.clone(), pattern.clone());
+        async move { subscribed_anywhere(&url, &pattern).await.is_empty() }
+    })
+    .await;
+    assert!(gone, "subscriptions left: {:?}", subscribed_anywhere(&url, &pattern).await);
+    holder.close().await;
+    waiter.close().await;
+}
+
 /// `scripts/services` with this environment (the cluster's ports and state directory).
 fn services(args: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services");

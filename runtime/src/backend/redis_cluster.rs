@@ -69,13 +69,36 @@ impl Drop for ClusterTransport {
     }
 }
 
+/// The crate routes a `SUBSCRIBE` or `UNSUBSCRIBE` by its first channel's
+/// slot, so each channel goes in a command of its own slot's channels: an
+/// `UNSUBSCRIBE` then reaches the node its `SUBSCRIBE` did, whatever the
+/// channels it is sent with (a waiter's own channel and Redisson's share a
+/// slot, but not for a name with an unclosed brace: `a{`).
+fn by_slot(channels: Vec<String>) -> Vec<Vec<String>> {
+    let mut groups: Vec<(u16, Vec<String>)> = Vec::new();
+    for channel in channels {
+        let slot = polylock_core::keyslot::key_slot(&channel);
+        match groups.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, group)) => group.push(channel),
+            None => groups.push((slot, vec![channel])),
+        }
+    }
+    groups.into_iter().map(|(_, group)| group).collect()
+}
+
 impl OpConnection for ClusterConnection {
     async fn subscribe_to(mut self, channels: Vec<String>) -> redis::RedisResult<()> {
-        self.subscribe(channels).await
+        for group in by_slot(channels) {
+            self.subscribe(group).await?;
+        }
+        Ok(())
     }
 
     async fn unsubscribe_from(mut self, channels: Vec<String>) -> redis::RedisResult<()> {
-        self.unsubscribe(channels).await
+        for group in by_slot(channels) {
+            self.unsubscribe(group).await?;
+        }
+        Ok(())
     }
 
     async fn shard_subscribe_to(mut self, channels: Vec<String>) -> redis::RedisResult<()> {
