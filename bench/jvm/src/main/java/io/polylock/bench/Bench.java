@@ -9,6 +9,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.ThreadLocalRandom;
@@ -27,7 +28,10 @@ import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.retry.RetryOneTime;
+import org.apache.zookeeper.CreateMode;
+import org.apache.zookeeper.KeeperException;
 import org.apache.zookeeper.Watcher;
+import org.apache.zookeeper.ZooDefs;
 import org.apache.zookeeper.ZooKeeper;
 import org.redisson.Redisson;
 import org.redisson.api.RLock;
@@ -58,8 +62,9 @@ public final class Bench {
     static final int TP_THREADS = 16;
     static final int TP_WARMUP_MS = 1000;
     static final int TP_MS = 5000;
-    static final int WORK_UNCONTENDED = 500;
-    static final int WORK_HANDOFFS = 20;
+    static final int WORK_ROUNDS = 7;
+    static final int WORK_UNCONTENDED = 200;
+    static final int WORK_HANDOFFS = 30;
 
     /** A lock as the harness drives it: one thread calls lock/unlock. */
     interface Locker {
@@ -327,8 +332,8 @@ public final class Bench {
 
     /**
      * The Redis server's work ({@link ServerWork}) per uncontended lock+unlock
-     * and per handoff, polylock then Redisson (default config), each on clients
-     * of its own, on the one server of POLYLOCK_TEST_REDIS that nothing else
+     * and per handoff, polylock and Redisson (default config) taking turns,
+     * each on clients of its own, on the one server of POLYLOCK_TEST_REDIS that nothing else
      * of this benchmark uses meanwhile.
      */
     static List<ServerWork.Work> serverWork(String redisUrl, String prefix) throws Exception {
@@ -337,27 +342,23 @@ public final class Bench {
         try (Jedis jedis = new Jedis(redis.getHost(), redis.getPort())) {
             ServerWork sw = new ServerWork(jedis);
             String name = prefix + "-polylock";
+            RedissonClient ru = redisson(redisUrl);
             try (LockClient a = LockClient.connect(redisUrl)) {
-                out.add(sw.uncontended("polylock (redis)", polylock(a, name), WORK_UNCONTENDED));
-            }
-            try (LockClient a = LockClient.connect(redisUrl); LockClient b = LockClient.connect(redisUrl)) {
-                out.addAll(List.of(sw.handoff("polylock (redis)", polylock(a, name + "-h"), polylock(b, name + "-h"),
-                        WORK_HANDOFFS)));
-            }
-            // Fresh clients for the handoffs: the watchdog timers the
-            // uncontended lock()s armed die with their client.
-            name = prefix + "-redisson";
-            RedissonClient r = redisson(redisUrl);
-            try {
-                out.add(sw.uncontended("Redisson RLock", redissonLocker(r, name), WORK_UNCONTENDED));
+                out.addAll(List.of(sw.uncontended(List.of("polylock (redis)", "Redisson RLock"),
+                        List.of(polylock(a, name), redissonLocker(ru, prefix + "-redisson")),
+                        WORK_ROUNDS, WORK_UNCONTENDED)));
             } finally {
-                r.shutdown();
+                ru.shutdown();
             }
+            // Fresh Redisson clients for the handoffs: the watchdog timers the
+            // uncontended lock()s armed die with their client.
             RedissonClient ra = redisson(redisUrl);
             RedissonClient rb = redisson(redisUrl);
-            try {
-                out.addAll(List.of(sw.handoff("Redisson RLock", redissonLocker(ra, name + "-h"),
-                        redissonLocker(rb, name + "-h"), WORK_HANDOFFS)));
+            try (LockClient a = LockClient.connect(redisUrl); LockClient b = LockClient.connect(redisUrl)) {
+                out.addAll(List.of(sw.handoff(List.of("polylock (redis)", "Redisson RLock"),
+                        List.of(polylock(a, name + "-h"), redissonLocker(ra, prefix + "-redisson-h")),
+                        List.of(polylock(b, name + "-h"), redissonLocker(rb, prefix + "-redisson-h")),
+                        WORK_HANDOFFS)));
             } finally {
                 ra.shutdown();
                 rb.shutdown();
@@ -548,7 +549,53 @@ public final class Bench {
         try (CuratorFramework curator = curator(zkConnect)) {
             tps.add(throughput("Curator InterProcessMutex", i -> curatorLocker(curator, "/" + prefix + "-curator/" + i)));
         }
+        ZooKeeper zk = plainZk(zkConnect);
+        try {
+            zk.create("/" + prefix + "-raw", new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+            tps.add(throughput(ZK_RAW_REQUESTS, i -> rawZkRequests(zk, "/" + prefix + "-raw/" + i)));
+        } finally {
+            zk.close();
+        }
         return tps;
+    }
+
+    static final String ZK_RAW_REQUESTS = "floor: a lock's ZooKeeper requests, raw";
+
+    /**
+     * Not a lock: the requests every ZooKeeper lock recipe sends (polylock's
+     * and Curator's alike), with no library and no waiting: create an
+     * ephemeral sequential child and, pipelined behind it on the same
+     * session, getChildren of its parent; then delete the child. Two writes
+     * and a read: run by the same threads on the same names, the most the
+     * server gives any lock on this backend, so a lock's throughput is read
+     * against it.
+     */
+    static Locker rawZkRequests(ZooKeeper zk, String path) {
+        try {
+            zk.create(path, new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.PERSISTENT);
+        } catch (Exception e) {
+            throw new IllegalStateException("cannot create " + path, e);
+        }
+        ThreadLocal<String> mine = new ThreadLocal<>();
+        return new Locker() {
+            public void lock() throws Exception {
+                CompletableFuture<String> created = new CompletableFuture<>();
+                zk.create(path + "/lock-", new byte[0], ZooDefs.Ids.OPEN_ACL_UNSAFE, CreateMode.EPHEMERAL_SEQUENTIAL,
+                        (rc, p, ctx, name) -> {
+                            if (rc == 0) {
+                                created.complete(name);
+                            } else {
+                                created.completeExceptionally(KeeperException.create(KeeperException.Code.get(rc), p));
+                            }
+                        }, null);
+                zk.getChildren(path, false);
+                mine.set(created.get());
+            }
+
+            public void unlock() throws Exception {
+                zk.delete(mine.get(), -1);
+            }
+        };
     }
 
     /**
@@ -649,18 +696,20 @@ public final class Bench {
                 + "CuratorFramework):%n%n| system | ops/s | polylock (same backend) / this |%n|---|---:|---:|%n",
                 TP_LOCKS, TP_THREADS, TP_MS / 1000, TP_WARMUP_MS));
         for (Throughput t : tps) {
-            String ours = t.system().contains("Curator") || t.system().contains("zk") ? "polylock (zk)" : "polylock (redis)";
+            String ours = t.system().contains("Curator") || t.system().contains("zk") || t.system().contains("ZooKeeper") ? "polylock (zk)" : "polylock (redis)";
             String vs = tps.stream().filter(o -> o.system().equals(ours) && !o.system().equals(t.system()))
                     .map(o -> String.format(Locale.ROOT, "%.2fx", o.opsPerS() / t.opsPerS())).findFirst().orElse("");
             sb.append(String.format(Locale.ROOT, "| %s | %.0f | %s |%n", t.system(), t.opsPerS(), vs));
         }
         sb.append(String.format(Locale.ROOT, "%nRedis server work per operation (`INFO commandstats` deltas on one "
                 + "server: every command, those inside scripts included, `INFO` left out; each snapshot after %d ms "
-                + "without a command; uncontended: the mean of %d in a row; queue and handoff: the median of %d "
+                + "without a command; uncontended: the mean of %d in a row, each followed by a %d ms pause, the median of %d such rounds "
+                + "taken by polylock and Redisson in turn; queue and handoff: the median of %d "
                 + "one by one, as the clients' background work (Redisson's watchdog timers and PINGs) lands in "
                 + "some of them):%n%n"
                 + "| operation | system | commands | usec | polylock / Redisson usec | commands run |%n"
-                + "|---|---|---:|---:|---:|---|%n", ServerWork.QUIET_MS, WORK_UNCONTENDED, WORK_HANDOFFS));
+                + "|---|---|---:|---:|---:|---|%n", ServerWork.QUIET_MS, WORK_UNCONTENDED,
+                TimeUnit.NANOSECONDS.toMillis(ServerWork.PACE_NANOS), WORK_ROUNDS, WORK_HANDOFFS));
         for (ServerWork.Work w : work) {
             String vs = w.system().startsWith("polylock") ? work.stream()
                     .filter(o -> o.operation().equals(w.operation()) && o.system().startsWith("Redisson"))

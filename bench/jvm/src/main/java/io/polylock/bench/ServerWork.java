@@ -9,6 +9,7 @@ import java.util.Objects;
 import java.util.TreeMap;
 import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 
 import redis.clients.jedis.Jedis;
 
@@ -155,68 +156,139 @@ final class ServerWork {
         return report(new Work(operation, system, total(mid, 0), usec[usec.length / 2], ops.size(), "median", per));
     }
 
-    /** Per uncontended lock+unlock, warm, over {@code n} in a row between two quiet snapshots. */
-    Work uncontended(String system, Bench.Locker lock, int n) throws Exception {
-        lock.lock();
-        lock.unlock();
-        Stats before = settled(null);
-        for (int i = 0; i < n; i++) {
+    /** The pause after each uncontended lock+unlock: see {@link #uncontended}. */
+    static final long PACE_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+
+    /**
+     * Per uncontended lock+unlock: {@code rounds} rounds of each system in
+     * turn (A, B, A, B, ...), each round {@code n} lock+unlocks between two
+     * quiet snapshots, every one followed by the same pause of PACE_NANOS;
+     * per system, the round with the median usec. Paced and taken in turns
+     * because a server's usec per command depends on how warm its caches are:
+     * back to back, the faster client would keep the server warmer and so be
+     * charged less for the same commands, and a drift over the run (the
+     * machine's other load, the JIT) would land on whichever system ran then.
+     */
+    Work[] uncontended(List<String> systems, List<Bench.Locker> locks, int rounds, int n) throws Exception {
+        List<List<Map<String, long[]>>> perSystem = new ArrayList<>();
+        for (Bench.Locker lock : locks) {
             lock.lock();
             lock.unlock();
+            perSystem.add(new ArrayList<>());
         }
-        Stats after = settled(null);
-        return mean("uncontended lock+unlock", system, delta(before, after), n);
+        for (int r = 0; r < rounds; r++) {
+            for (int s = 0; s < locks.size(); s++) {
+                Bench.Locker lock = locks.get(s);
+                Stats before = settled(null);
+                for (int i = 0; i < n; i++) {
+                    lock.lock();
+                    lock.unlock();
+                    LockSupport.parkNanos(PACE_NANOS);
+                }
+                perSystem.get(s).add(delta(before, settled(null)));
+            }
+        }
+        Work[] out = new Work[locks.size()];
+        for (int s = 0; s < locks.size(); s++) {
+            List<Map<String, long[]>> byUsec = new ArrayList<>(perSystem.get(s));
+            byUsec.sort(Comparator.comparingLong(d -> total(d, 1)));
+            out[s] = mean("uncontended lock+unlock", systems.get(s), byUsec.get(byUsec.size() / 2), n);
+        }
+        return out;
     }
 
     /**
-     * Per handoff, the median of {@code n} (after one unmeasured): the holder holds;
+     * Per handoff, the median of {@code n} per system (after one unmeasured
+     * each), the systems taking turns handoff by handoff (so a drift over
+     * the run lands on all of them alike). One handoff: the holder holds;
      * quiet; a waiter on another client and thread calls lock(); quiet (it
      * now waits: "queue", what waiting costs the server); the holder unlocks
      * and the waiter's lock() returns; quiet ("handoff", release to grant,
      * as runtime/tests/server_work.rs counts it). The waiter's own unlock is
-     * not counted. Returns {queue, handoff}.
+     * not counted. Returns {queue, handoff} of each system in turn.
      */
-    Work[] handoff(String system, Bench.Locker holder, Bench.Locker waiter, int n) throws Exception {
-        SynchronousQueue<String> toWaiter = new SynchronousQueue<>();
-        SynchronousQueue<String> fromWaiter = new SynchronousQueue<>();
-        Thread w = new Thread(() -> {
-            try {
-                while (toWaiter.take().equals("lock")) {
-                    waiter.lock();
-                    fromWaiter.put("granted");
-                    toWaiter.take(); // "unlock"
-                    waiter.unlock();
-                    fromWaiter.put("released");
+    Work[] handoff(List<String> systems, List<Bench.Locker> holders, List<Bench.Locker> waiters, int n)
+            throws Exception {
+        List<Waiter> ws = new ArrayList<>();
+        List<List<Map<String, long[]>>> queue = new ArrayList<>();
+        List<List<Map<String, long[]>>> handoff = new ArrayList<>();
+        for (int s = 0; s < systems.size(); s++) {
+            ws.add(new Waiter(systems.get(s), waiters.get(s)));
+            queue.add(new ArrayList<>());
+            handoff.add(new ArrayList<>());
+        }
+        try {
+            for (int i = 0; i <= n; i++) {
+                for (int s = 0; s < systems.size(); s++) {
+                    Bench.Locker holder = holders.get(s);
+                    Waiter w = ws.get(s);
+                    holder.lock();
+                    Stats s0 = settled(null);
+                    w.say("lock");
+                    Stats s1 = settled(s0);
+                    holder.unlock();
+                    w.expect("granted");
+                    Stats s2 = settled(null);
+                    w.say("unlock");
+                    w.expect("released");
+                    if (i > 0) {
+                        queue.get(s).add(delta(s0, s1));
+                        handoff.get(s).add(delta(s1, s2));
+                    }
                 }
-            } catch (Exception e) {
-                e.printStackTrace();
-                fromWaiter.offer("failed");
             }
-        }, "bench-work-waiter");
-        w.start();
-        List<Map<String, long[]>> queue = new ArrayList<>();
-        List<Map<String, long[]>> handoff = new ArrayList<>();
-        for (int i = 0; i <= n; i++) {
-            holder.lock();
-            Stats s0 = settled(null);
-            toWaiter.put("lock");
-            Stats s1 = settled(s0);
-            holder.unlock();
-            expect(fromWaiter, "granted", system);
-            Stats s2 = settled(null);
-            toWaiter.put("unlock");
-            expect(fromWaiter, "released", system);
-            if (i > 0) {
-                queue.add(delta(s0, s1));
-                handoff.add(delta(s1, s2));
+        } finally {
+            for (Waiter w : ws) {
+                w.stop();
             }
         }
-        toWaiter.put("stop");
-        w.join();
-        return new Work[] {
-            median("waiter queues behind the holder", system, queue),
-            median("handoff (release to grant)", system, handoff)
-        };
+        Work[] out = new Work[2 * systems.size()];
+        for (int s = 0; s < systems.size(); s++) {
+            out[2 * s] = median("waiter queues behind the holder", systems.get(s), queue.get(s));
+            out[2 * s + 1] = median("handoff (release to grant)", systems.get(s), handoff.get(s));
+        }
+        return out;
+    }
+
+    /** A thread that locks and unlocks {@code lock} when told to, and says when it did. */
+    private static final class Waiter {
+        private final String system;
+        private final SynchronousQueue<String> toWaiter = new SynchronousQueue<>();
+        private final SynchronousQueue<String> fromWaiter = new SynchronousQueue<>();
+        private final Thread thread;
+
+        Waiter(String system, Bench.Locker lock) {
+            this.system = system;
+            thread = new Thread(() -> {
+                try {
+                    while (toWaiter.take().equals("lock")) {
+                        lock.lock();
+                        fromWaiter.put("granted");
+                        toWaiter.take(); // "unlock"
+                        lock.unlock();
+                        fromWaiter.put("released");
+                    }
+                } catch (Exception e) {
+                    e.printStackTrace();
+                    fromWaiter.offer("failed");
+                }
+            }, "bench-work-waiter");
+            thread.start();
+        }
+
+        void say(String what) throws InterruptedException {
+            toWaiter.put(what);
+        }
+
+        void expect(String what) throws InterruptedException {
+            ServerWork.expect(fromWaiter, what, system);
+        }
+
+        void stop() throws InterruptedException {
+            if (toWaiter.offer("stop", 60, TimeUnit.SECONDS)) {
+                thread.join();
+            }
+        }
     }
 
     private static void expect(SynchronousQueue<String> from, String what, String system) throws InterruptedException {
