@@ -295,12 +295,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only-throughput", action="store_true", help="write no files")
     args = ap.parse_args(argv)
     run = f"{os.getpid()}-{int(time.time())}"
-    tp = {
-        b: throughput(url, f"/polylock-bench/throughput-{b}-{run}")
-        for b, url in (("redis", _redis_url()), ("zookeeper", os.environ["POLYLOCK_TEST_ZK"]))
-    }
-    print(f"throughput (acquire+release/s, 1,000 locks, 16 threads, one client): {tp}", flush=True)
+
+    def throughputs() -> dict[str, int]:
+        tp = {
+            b: throughput(url, f"/polylock-bench/throughput-{b}-{run}")
+            for b, url in (("redis", _redis_url()), ("zookeeper", os.environ["POLYLOCK_TEST_ZK"]))
+        }
+        print(f"throughput (acquire+release/s, 1,000 locks, 16 threads, one client): {tp}", flush=True)
+        return tp
+
     if args.only_throughput:
+        throughputs()
         return
     names = {lib: f"/polylock-bench/{lib}-{run}" for lib in args.only}
     # Each backend's libraries (its floor included) measured interleaved.
@@ -315,6 +320,10 @@ def main(argv: list[str] | None = None) -> None:
             entry["handoff_us"] = handoff(lib, names[lib], args.handoffs)
         results[lib] = entry
         print(f"{lib}: {entry}", flush=True)
+    # Last: its thousands of ZooKeeper writes keep the server busy (its
+    # snapshot, the containers' cleanup) for seconds after, on cores the
+    # latency rows share.
+    tp = throughputs()
     md = table(results)
     meta = {
         "python": platform.python_version(),

@@ -99,3 +99,12 @@ where
 pub(crate) fn runtime_wakes() -> PyResult<u64> {
     Ok(polylock::blocking::thread_wakes(runtime()?.handle()))
 }
+
+/// The blocked callers' waits so far: (outcomes taken while spinning, spins
+/// that ended without the outcome, waits that went to sleep). The hot-path
+/// test counts them.
+#[pyfunction]
+pub(crate) fn caller_waits() -> (u64, u64, u64) {
+    let c = polylock::blocking::wait_counts();
+    (c.spun, c.missed, c.slept)
+}

@@ -11,6 +11,7 @@ __all__ = [
     "Permits",
     "SemOp",
     "Semaphore",
+    "caller_waits",
     "connect",
     "fresh_owner_id",
     "runtime_wakes",
@@ -22,6 +23,10 @@ def fresh_owner_id() -> int: ...
 
 # The runtime thread's sleeps and wake-ups so far (tokio's park/unpark count).
 def runtime_wakes() -> int: ...
+
+# Blocked callers' waits so far: (outcomes taken while spinning, spins that
+# ended without the outcome, waits that slept).
+def caller_waits() -> tuple[int, int, int]: ...
 def connect(
     url: str,
     connect_timeout: float,

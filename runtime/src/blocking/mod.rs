@@ -5,6 +5,9 @@
 //! The outcome comes over a std channel, waited on with its own timeout. A
 //! tokio timer per slice would wake the runtime's thread to re-arm its
 //! driver, one more wake-up per call; [`thread_wakes`] counts them.
+//!
+//! Before it sleeps, a caller alone may spin a little ([`spin`]): a quick
+//! answer then costs it no wake-up.
 
 use std::future::Future;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -20,6 +23,11 @@ pub struct Sliced<T> {
     runtime: Handle,
     task: JoinHandle<()>,
     outcome: mpsc::Receiver<T>,
+    /// Whether the first slice has begun: only it spins.
+    waited: bool,
+    /// Whether the outcome was taken while spinning.
+    spun: bool,
+    _in_flight: spin::InFlight,
 }
 
 /// Where a [`Sliced`] task is after a slice.
@@ -30,6 +38,10 @@ pub enum Slice<T> {
     Failed(String),
 }
 
+pub use spin::{wait_counts, WaitCounts, SPIN};
+
+mod spin;
+
 impl<T: Send + 'static> Sliced<T> {
     /// Spawns `fut` on `runtime`.
     pub fn spawn(runtime: &Handle, fut: impl Future<Output = T> + Send + 'static) -> Self {
@@ -37,11 +49,26 @@ impl<T: Send + 'static> Sliced<T> {
         let task = runtime.spawn(async move {
             let _ = tx.send(fut.await);
         });
-        Sliced { runtime: runtime.clone(), task, outcome }
+        Sliced {
+            runtime: runtime.clone(),
+            task,
+            outcome,
+            waited: false,
+            spun: false,
+            _in_flight: spin::InFlight::new(),
+        }
     }
 
-    /// Waits up to `slice` for the outcome. Not from a runtime thread.
+    /// Waits up to `slice` for the outcome (the first time, spinning up to
+    /// [`SPIN`] of it first if [`spin`] allows). Not from a runtime thread.
     pub fn wait(&mut self, slice: Duration) -> Slice<T> {
+        if !std::mem::replace(&mut self.waited, true) {
+            if let Some(value) = spin::spin(&self.outcome, slice.min(SPIN)) {
+                self.spun = true;
+                return Slice::Done(value);
+            }
+        }
+        spin::slept();
         match self.outcome.recv_timeout(slice) {
             Ok(value) => Slice::Done(value),
             Err(RecvTimeoutError::Timeout) => Slice::StillRunning,
@@ -110,6 +137,37 @@ mod tests {
         assert_eq!(finished.cancel(), Some(7));
         let pending = Sliced::spawn(rt.handle(), std::future::pending::<u32>());
         assert_eq!(pending.cancel(), None);
+    }
+
+    #[test]
+    fn a_caller_does_not_spin_while_another_call_is_in_flight() {
+        let rt = runtime();
+        let other = Sliced::spawn(rt.handle(), std::future::pending::<u32>());
+        for _ in 0..20 {
+            let mut task = Sliced::spawn(rt.handle(), async { 1u32 });
+            assert!(matches!(task.wait(Duration::from_secs(5)), Slice::Done(1)));
+            assert!(!task.spun, "a caller spun beside another call in flight");
+        }
+        assert_eq!(other.cancel(), None);
+    }
+
+    #[test]
+    fn a_quick_outcome_is_taken_while_spinning_and_a_slow_one_after_sleeping() {
+        let rt = runtime();
+        // Other tests of this binary have calls in flight for a while (and
+        // their misses make waits only probe): try until one spins.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let spun = std::iter::repeat_with(|| {
+            let mut task = Sliced::spawn(rt.handle(), async { 1u32 });
+            assert!(matches!(task.wait(Duration::from_secs(5)), Slice::Done(1)));
+            task.spun
+        })
+        .take_while(|_| std::time::Instant::now() < deadline)
+        .any(|spun| spun);
+        assert!(spun, "no quick outcome was taken while spinning");
+        let mut task = Sliced::spawn(rt.handle(), async { tokio::time::sleep(SPIN * 5).await });
+        assert!(matches!(task.wait(Duration::from_secs(5)), Slice::Done(())));
+        assert!(!task.spun, "an outcome later than the spin was taken while spinning");
     }
 
     #[test]

@@ -1,0 +1,156 @@
+//! Spinning before sleeping, for a caller of [`super::Sliced`].
+//!
+//! Before it sleeps, a caller spins for [`SPIN`]: a Redis answer on the
+//! same network comes within that, and a caller that never slept needs no
+//! wake-up (a futex wake and a cold start of the thread, about 50 µs a call
+//! on the 2-core benchmark machine: bench/REPORT.md). Only a caller alone:
+//! while other calls of the process are in flight, the runtime's thread
+//! has work for every core, and a spinner would take one from it (16
+//! threads on 2 cores lost half their throughput to one spinner). And only
+//! while spinning pays: after [`MAX_MISSES`] spins in a row ended without
+//! the outcome (a ZooKeeper write waits for the disk, a lock for its
+//! holder), one wait in [`PROBE_EVERY`] spins, to notice when it pays again.
+//!
+//! A spinner yields its core between polls. Polling without yielding, it
+//! kept the runtime's thread waiting for a core whenever that thread woke
+//! where the spinner ran and the other core was busy (the server, another
+//! process): on the 2-core benchmark machine, once other clients were
+//! active, every spin missed and a Python acquire+release took 235 µs at
+//! p50; yielding, 125 µs.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+
+/// How long a caller spins for its outcome before it sleeps.
+pub const SPIN: Duration = Duration::from_micros(200);
+
+/// Spins in a row that ended without the outcome, after which waits only
+/// probe (see the module docs).
+const MAX_MISSES: u32 = 8;
+/// While spins miss, one wait in this many spins.
+const PROBE_EVERY: u32 = 32;
+
+/// Calls of this process whose callers wait for them now.
+static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+
+/// One call counted in IN_FLIGHT while it lives.
+pub(super) struct InFlight;
+
+impl InFlight {
+    pub(super) fn new() -> Self {
+        IN_FLIGHT.fetch_add(1, Ordering::Relaxed);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+static POLICY: SpinPolicy = SpinPolicy::new();
+
+/// Whether spinning pays lately: it stops after MAX_MISSES misses in a row
+/// and probes once in PROBE_EVERY waits until a spin hits again.
+struct SpinPolicy {
+    /// Spins in a row that missed (saturating at MAX_MISSES).
+    misses: AtomicU32,
+    /// Waits begun while spins miss: every PROBE_EVERY-th of them spins.
+    probes: AtomicU32,
+}
+
+impl SpinPolicy {
+    const fn new() -> Self {
+        SpinPolicy { misses: AtomicU32::new(0), probes: AtomicU32::new(0) }
+    }
+
+    fn may_spin(&self) -> bool {
+        self.misses.load(Ordering::Relaxed) < MAX_MISSES
+            || self.probes.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == 0
+    }
+
+    fn hit(&self) {
+        self.misses.store(0, Ordering::Relaxed);
+    }
+
+    fn missed(&self) {
+        let _ = self.misses.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| Some((m + 1).min(MAX_MISSES)));
+    }
+}
+
+static SPUN: AtomicU64 = AtomicU64::new(0);
+static MISSED: AtomicU64 = AtomicU64::new(0);
+static SLEPT: AtomicU64 = AtomicU64::new(0);
+
+/// How blocked callers of this process waited so far: the bindings'
+/// hot-path tests count these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitCounts {
+    /// Outcomes taken while spinning: the caller never slept.
+    pub spun: u64,
+    /// Spins that ended without the outcome (CPU spent for nothing).
+    pub missed: u64,
+    /// Waits that went to sleep.
+    pub slept: u64,
+}
+
+/// How blocked callers of this process waited so far.
+pub fn wait_counts() -> WaitCounts {
+    WaitCounts {
+        spun: SPUN.load(Ordering::Relaxed),
+        missed: MISSED.load(Ordering::Relaxed),
+        slept: SLEPT.load(Ordering::Relaxed),
+    }
+}
+
+/// The outcome if it comes within `budget`, polled without sleeping
+/// (yielding between polls: see the module docs);
+/// `None` at once if the caller's call is not the only one in flight or
+/// spinning has not paid lately (and this wait does not probe).
+pub(super) fn spin<T>(outcome: &Receiver<T>, budget: Duration) -> Option<T> {
+    if IN_FLIGHT.load(Ordering::Relaxed) > 1 || !POLICY.may_spin() {
+        return None;
+    }
+    let start = Instant::now();
+    loop {
+        match outcome.try_recv() {
+            Ok(value) => {
+                POLICY.hit();
+                SPUN.fetch_add(1, Ordering::Relaxed);
+                return Some(value);
+            }
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) if start.elapsed() >= budget => {
+                POLICY.missed();
+                MISSED.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            Err(TryRecvError::Empty) => std::thread::yield_now(),
+        }
+    }
+}
+
+/// Counts a wait that went to sleep.
+pub(super) fn slept() {
+    SLEPT.fetch_add(1, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spinning_stops_while_it_misses_and_probes_until_it_hits() {
+        let policy = SpinPolicy::new();
+        for _ in 0..MAX_MISSES {
+            assert!(policy.may_spin());
+            policy.missed();
+        }
+        let spins = (0..10 * PROBE_EVERY).filter(|_| policy.may_spin()).count();
+        assert_eq!(spins, 10, "while spins miss, one wait in PROBE_EVERY spins");
+        policy.hit();
+        assert!((0..PROBE_EVERY).all(|_| policy.may_spin()), "a hit makes every wait spin again");
+    }
+}
