@@ -301,7 +301,9 @@ def main(argv: list[str] | None = None) -> None:
             b: throughput(url, f"/polylock-bench/throughput-{b}-{run}")
             for b, url in (("redis", _redis_url()), ("zookeeper", os.environ["POLYLOCK_TEST_ZK"]))
         }
-        print(f"throughput (acquire+release/s, 1,000 locks, 16 threads, one client): {tp}", flush=True)
+        print(
+            f"throughput (acquire+release/s, 1,000 locks, 16 threads, one client): {tp}", flush=True
+        )
         return tp
 
     if args.only_throughput:
