@@ -247,9 +247,14 @@ def main():
                 if p and peers and metric == "uncontended":
                     best = min(peers, key=lambda q: q["p99"] / q["p50"])
                     spread = p["p99"] / p["p50"]
+                    # Beside the ratio, the p99s themselves: a faster p50 alone
+                    # makes the ratio worse.
+                    lowest = min(peers, key=lambda q: q["p99"])
                     targets.append((f"{lang}: {b} uncontended p99/p50 no worse than the best peer's",
                                     spread <= best["p99"] / best["p50"],
-                                    f"{spread:.1f} vs {best['p99'] / best['p50']:.1f} ({best['system']})"))
+                                    (f"{spread:.1f} vs {best['p99'] / best['p50']:.1f} ({best['system']}); p99 "
+                                     f"{fmt(p['p99'])} µs, the lowest peer p99 {fmt(lowest['p99'])} µs "
+                                     f"({lowest['system']})")))
     # Issue 16's ratio targets, each as that issue states it (p50 over p50, same run).
     for lang, b, metric, peer, limit in (
         ("python", "redis", "handoff", "python-redis-lock", 0.5),
@@ -277,6 +282,14 @@ def main():
             elif raw and goal < raw["p50"]:
                 figure += (f"; the target, {fmt(goal)} µs, is below polylock's two scripts issued raw "
                            f"in this run ({fmt(raw['p50'])} µs)")
+            # Python's handoff (a waiter in another process, after a quiet
+            # spell, as in the Rust bench) is the Rust client's plus the hop
+            # to the caller's thread: a target below the Rust handoff of this
+            # run is out of reach of the binding alone.
+            rust = find("rust", b, metric, polylock=True)
+            if metric == "handoff" and lang == "python" and ratio > limit and rust and goal < rust["p50"]:
+                figure += (f"; the target, {fmt(goal)} µs, is below the Rust client's own handoff in this "
+                           f"run ({fmt(rust['p50'])} µs), which the {lang} binding wraps")
             targets.append((f"{lang}: {b} {metric} p50 at most {limit}× {peer}'s", ratio <= limit, figure))
     rf, ru = find("rust", "redis", "floor"), find("rust", "redis", "uncontended", system="polylock")
     if rf and ru:
