@@ -23,6 +23,8 @@ limit)."""
 
 from __future__ import annotations
 
+from typing import Callable, TypeVar
+
 import polylock
 from conftest import unique
 from polylock import _native
@@ -30,35 +32,35 @@ from polylock import _native
 ROUNDS = 200
 # The most one worker makes (see above), and a little slack for a stray wake-up.
 BOUND = {"redis": 8.5, "zookeeper": 12.5}
+T = TypeVar("T")
+
+
+def counted(client: polylock.Client, count: Callable[[], T]) -> tuple[T, T]:
+    """``count()`` before and after ROUNDS uncontended acquire+release of a
+    fresh lock (after 20 unmeasured)."""
+    lock = client.lock(unique("hot-path"))
+    for _ in range(20):
+        with lock:
+            pass
+    before = count()
+    for _ in range(ROUNDS):
+        with lock:
+            pass
+    return before, count()
 
 
 def test_an_uncontended_acquire_release_wakes_the_runtime_thread_a_few_times(
     backend: str, client: polylock.Client
 ) -> None:
-    lock = client.lock(unique("hot-path"))
-    for _ in range(20):
-        with lock:
-            pass
-    before = _native.runtime_wakes()
-    for _ in range(ROUNDS):
-        with lock:
-            pass
-    per_round = (_native.runtime_wakes() - before) / ROUNDS
+    before, after = counted(client, _native.runtime_wakes)
+    per_round = (after - before) / ROUNDS
     assert 0 < per_round <= BOUND[backend], f"{per_round:.2f} runtime wake-ups per acquire+release"
 
 
 def test_a_quick_answer_reaches_a_caller_that_never_slept(
     backend: str, client: polylock.Client
 ) -> None:
-    lock = client.lock(unique("hot-path-spin"))
-    for _ in range(20):
-        with lock:
-            pass
-    spun, missed, slept = _native.caller_waits()
-    for _ in range(ROUNDS):
-        with lock:
-            pass
-    spun_now, missed_now, slept_now = _native.caller_waits()
+    (spun, missed, slept), (spun_now, missed_now, slept_now) = counted(client, _native.caller_waits)
     calls = 2 * ROUNDS
     assert (spun_now - spun) + (slept_now - slept) >= calls
     if backend == "redis":
