@@ -566,9 +566,9 @@ public final class Bench {
      * and Curator's alike), with no library and no waiting: create an
      * ephemeral sequential child and, pipelined behind it on the same
      * session, getChildren of its parent; then delete the child. Two writes
-     * and a read: run by the same threads on the same names, the most the
-     * server gives any lock on this backend, so a lock's throughput is read
-     * against it.
+     * and a read: run by the same threads on the same names, what the
+     * server gives any lock driven by these threads, so a lock's throughput
+     * is read against it (more requests in flight would raise it for all).
      */
     static Locker rawZkRequests(ZooKeeper zk, String path) {
         try {
