@@ -44,6 +44,7 @@
 
 mod claim;
 pub mod keys;
+mod lua;
 pub mod rw_scripts;
 pub mod scripts;
 pub mod sem_scripts;

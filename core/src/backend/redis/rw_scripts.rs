@@ -14,6 +14,7 @@
 //! (members `r|<field>|<claim id>|<lease ms>` or `w|...`), and a waiting
 //! writer blocks later readers (Redisson has no such rule; Curator does).
 
+use super::lua::lua;
 use crate::io::Script;
 
 /// Shared Lua of the read-write scripts: the clock, the queue walk (dead
@@ -77,7 +78,7 @@ end
 /// Redisson's release message.
 pub static RW_ACQUIRE: Script = Script {
     name: "polylock_rw_acquire",
-    source: concat!(
+    source: lua!(concat!(
         "-- polylock rw acquire v1\n",
         rw_prelude!(),
         r#"
@@ -133,7 +134,7 @@ local head = 0
 if first then head = 1 end
 return {0, redis.call('PTTL', KEYS[1]), head}
 "#
-    ),
+    )),
 };
 
 /// KEYS: lock, fence, queue, queue deadlines, our reader timeout key.
@@ -152,7 +153,7 @@ return {0, redis.call('PTTL', KEYS[1]), head}
 /// after a write release). Returns 1 if we held the lock, else 0.
 pub static RW_LEAVE: Script = Script {
     name: "polylock_rw_leave",
-    source: concat!(
+    source: lua!(concat!(
         "-- polylock rw leave v1\n",
         rw_prelude!(),
         r#"
@@ -211,7 +212,7 @@ end
 if held then return 1 end
 return 0
 "#
-    ),
+    )),
 };
 
 /// KEYS: lock, our reader timeout key. ARGV: field, lease ms, `read` or
@@ -220,7 +221,8 @@ return 0
 /// Returns 1, else 0 (we lost it).
 pub static RW_RENEW: Script = Script {
     name: "polylock_rw_renew",
-    source: r#"-- polylock rw renew v1
+    source: lua!(
+        r#"-- polylock rw renew v1
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
@@ -231,5 +233,6 @@ if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 1
-"#,
+"#
+    ),
 };

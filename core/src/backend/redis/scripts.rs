@@ -1,6 +1,7 @@
 //! The Lua scripts of the Redis protocol, each run as one `EVAL` (see
 //! the module docs of [`super`] for the layout they share with Redisson).
 
+use super::lua::lua;
 use crate::io::Script;
 
 /// Shared Lua: the fencing token of a grant by the rule in [`ACQUIRE`],
@@ -77,7 +78,7 @@ end
 /// the time since the last grant on the old one).
 pub static ACQUIRE: Script = Script {
     name: "polylock_acquire",
-    source: concat!(
+    source: lua!(concat!(
         "-- polylock acquire v9\n",
         lua_next_token!(),
         r#"
@@ -142,7 +143,7 @@ local head = 0
 if first == nil or first == ARGV[6] then head = 1 end
 return {0, pttl, head}
 "#
-    ),
+    )),
 };
 
 /// KEYS: lock, queue, queue deadlines, fence.
@@ -170,7 +171,7 @@ return {0, pttl, head}
 /// Returns 1 if we held the lock, else 0. Used for release, cancel and cleanup.
 pub static LEAVE: Script = Script {
     name: "polylock_leave",
-    source: concat!(
+    source: lua!(concat!(
         "-- polylock leave v11\n",
         lua_next_token!(),
         r#"
@@ -237,20 +238,22 @@ if held and not handed then wake_redisson() end
 if held then return 1 end
 return 0
 "#
-    ),
+    )),
 };
 
 /// KEYS: lock. ARGV: field, lease ms. Extends the lease if our field still
 /// holds the lock: returns 1, else 0 (the lock is gone: we lost it).
 pub static RENEW: Script = Script {
     name: "polylock_renew",
-    source: r#"-- polylock renew v1
+    source: lua!(
+        r#"-- polylock renew v1
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
 return 0
-"#,
+"#
+    ),
 };
 
 /// KEYS: lock, fence, queue, read-write queue, and the semaphore's permit
@@ -262,7 +265,8 @@ return 0
 /// it is `read`, every holder is a reader. Read-only.
 pub static STATUS: Script = Script {
     name: "polylock_status",
-    source: r#"-- polylock status v3
+    source: lua!(
+        r#"-- polylock status v3
 if redis.call('TYPE', KEYS[1])['ok'] == 'string' then
   -- A semaphore (Redisson's RPermitExpirableSemaphore): permits held now.
   local t = redis.call('TIME')
@@ -283,5 +287,6 @@ local readers = 0
 if redis.call('HGET', KEYS[1], 'mode') == 'read' then readers = #holders end
 local waiters = redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[4])
 return {holders[1] or '', redis.call('PTTL', KEYS[1]), tonumber(redis.call('GET', KEYS[2]) or '0'), waiters, readers}
-"#,
+"#
+    ),
 };

@@ -25,6 +25,7 @@
 //! first come first served: a waiter that asks for more permits than are
 //! free is not overtaken by later, smaller asks.
 
+use super::lua::lua;
 use crate::io::Script;
 
 /// Shared Lua of the semaphore scripts. KEYS[1] the counter, KEYS[2]
@@ -116,7 +117,7 @@ end
 /// when the server's number of permits is not ours.
 pub static SEM_ACQUIRE: Script = Script {
     name: "polylock_sem_acquire",
-    source: concat!(
+    source: lua!(concat!(
         "-- polylock sem acquire v2\n",
         sem_prelude!(),
         r#"
@@ -185,7 +186,7 @@ local first = 0
 if ahead == 0 then first = 1 end
 return {0, next_expiry(), first}
 "#
-    ),
+    )),
 };
 
 /// KEYS: counter, fence, queue, queue deadlines, permit expiries.
@@ -199,7 +200,7 @@ return {0, next_expiry(), first}
 /// count as Redisson publishes it). Returns 1 if we held permits, else 0.
 pub static SEM_LEAVE: Script = Script {
     name: "polylock_sem_leave",
-    source: concat!(
+    source: lua!(concat!(
         "-- polylock sem leave v2\n",
         sem_prelude!(),
         r#"
@@ -220,7 +221,7 @@ end
 if freed > 0 then return 1 end
 return 0
 "#
-    ),
+    )),
 };
 
 /// KEYS: permit expiries. ARGV: holder id, lease ms, our ask `k`.
@@ -228,7 +229,8 @@ return 0
 /// and unexpired. Returns 1, else 0 (we lost them).
 pub static SEM_RENEW: Script = Script {
     name: "polylock_sem_renew",
-    source: r#"-- polylock sem renew v1
+    source: lua!(
+        r#"-- polylock sem renew v1
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local k = tonumber(ARGV[3])
@@ -240,5 +242,6 @@ for i = 1, k do
   redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1] .. ':' .. i)
 end
 return 1
-"#,
+"#
+    ),
 };
