@@ -38,7 +38,7 @@ pub enum Slice<T> {
     Failed(String),
 }
 
-pub use spin::{wait_counts, WaitCounts, SPIN};
+pub use spin::{wait_counts, WaitCounts, BUSY_SPELL, SPIN};
 
 mod spin;
 
@@ -65,12 +65,16 @@ impl<T: Send + 'static> Sliced<T> {
         if !std::mem::replace(&mut self.waited, true) {
             if let Some(value) = spin::spin(&self.outcome, slice.min(SPIN)) {
                 self.spun = true;
+                spin::outcome_taken();
                 return Slice::Done(value);
             }
         }
         spin::slept();
         match self.outcome.recv_timeout(slice) {
-            Ok(value) => Slice::Done(value),
+            Ok(value) => {
+                spin::outcome_taken();
+                Slice::Done(value)
+            }
             Err(RecvTimeoutError::Timeout) => Slice::StillRunning,
             Err(RecvTimeoutError::Disconnected) => {
                 let why = self.runtime.block_on(&mut self.task).err();
