@@ -74,6 +74,8 @@ pub struct HandoffTimes {
     /// that precede each handoff (the floor of a request that wakes idle
     /// threads on both sides, which a hot PING loop never does).
     pub cold_ping: Vec<Duration>,
+    /// The bindings' hop after the same quiet ([`cold_hop`]).
+    pub cold_hop: Vec<Duration>,
 }
 
 /// Holder in this process, waiter in another: time from the release call
@@ -89,7 +91,13 @@ pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> 
     let mut from_child = BufReader::new(child.stdout.take().unwrap());
     let client = Client::connect(url).await.unwrap();
     let lock = client.lock(name).unwrap();
-    let mut out = HandoffTimes { granted: Vec::new(), released: Vec::new(), pushed: Vec::new(), cold_ping: Vec::new() };
+    let mut out = HandoffTimes {
+        granted: Vec::new(),
+        released: Vec::new(),
+        pushed: Vec::new(),
+        cold_ping: Vec::new(),
+        cold_hop: Vec::new(),
+    };
     let mut raw = match url.starts_with("redis://") {
         true => Some(redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap()),
         false => None,
@@ -123,6 +131,31 @@ pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> 
     writeln!(to_child, "stop").unwrap();
     let _ = child.wait();
     client.close().await;
+    out
+}
+
+/// The bindings' hop, cold: a thread outside the runtime (a Python or Java
+/// caller) hands a task that does nothing to a runtime of one worker thread,
+/// as the bindings build theirs, and sleeps until its outcome comes back
+/// over a std channel, as `polylock::blocking` waits once past its spin;
+/// each after the same 20 ms of quiet as a handoff. A binding's handoff
+/// pays this on top of the Rust client's: the holder's call wakes its
+/// runtime's thread, and the waiter's runtime wakes the sleeping caller.
+pub fn cold_hop(n: usize) -> Vec<Duration> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n + 5 {
+        std::thread::sleep(Duration::from_millis(20));
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let t = Instant::now();
+        rt.spawn(async move {
+            let _ = tx.send(());
+        });
+        rx.recv().unwrap();
+        if i >= 5 {
+            out.push(t.elapsed());
+        }
+    }
     out
 }
 

@@ -230,7 +230,8 @@ async fn main() {
     // Handoff: a holder releases while a waiter in another process is blocked.
     let exe = std::env::current_exe().unwrap();
     let handoffs = (n / 20).max(50);
-    let redis_handoff = extra::handoff(&exe, &redis_url, &format!("{name}-handoff"), handoffs).await;
+    let mut redis_handoff = extra::handoff(&exe, &redis_url, &format!("{name}-handoff"), handoffs).await;
+    redis_handoff.cold_hop = tokio::task::spawn_blocking(move || extra::cold_hop(handoffs)).await.unwrap();
     rows.push(stats("polylock redis handoff (waiter in another process)", redis_handoff.granted.clone()));
     rows.push(stats(
         "polylock zookeeper handoff (waiter in another process)",
@@ -296,15 +297,16 @@ fn p50_of(v: &[Duration]) -> f64 {
 /// of the same handoffs; the message's arrival stamped in the waiter's
 /// process by a raw subscriber thread), beside the hot and the cold PING.
 fn handoff_breakdown(h: &extra::HandoffTimes, ping: f64) -> String {
-    let (granted, released, pushed, cold) =
-        (p50_of(&h.granted), p50_of(&h.released), p50_of(&h.pushed), p50_of(&h.cold_ping));
+    let (granted, released, pushed, cold, hop) =
+        (p50_of(&h.granted), p50_of(&h.released), p50_of(&h.pushed), p50_of(&h.cold_ping), p50_of(&h.cold_hop));
     format!(
         "Redis handoff breakdown (p50 µs from the holder's release call): the handoff's message reaches the \
          waiter's process at {pushed:.0} (the release script's request, its run, the publish); the holder's \
          release returns at {released:.0}; the waiter's acquire returns at {granted:.0}, {:.0} after the message \
          arrived (the waiter's client: read, table, wake the caller). A PING is {ping:.0} in a hot loop and \
          {cold:.0} after the same 20 ms of quiet that precede each handoff: the handoff is {:.1} hot PINGs, \
-         {:.1} cold ones.\n\n",
+         {:.1} cold ones. A binding's hop after the same quiet (a foreign thread to the runtime and back, \
+         nothing to do) is {hop:.0}: what a Python or Java handoff adds to this one.\n\n",
         granted - pushed,
         granted / ping,
         granted / cold,
@@ -313,10 +315,11 @@ fn handoff_breakdown(h: &extra::HandoffTimes, ping: f64) -> String {
 
 fn breakdown_json(h: &extra::HandoffTimes) -> String {
     format!(
-        "{{\"pushed_p50_us\": {:.1}, \"released_p50_us\": {:.1}, \"granted_p50_us\": {:.1}, \"cold_ping_p50_us\": {:.1}}}",
+        "{{\"pushed_p50_us\": {:.1}, \"released_p50_us\": {:.1}, \"granted_p50_us\": {:.1}, \"cold_ping_p50_us\": {:.1}, \"cold_hop_p50_us\": {:.1}}}",
         p50_of(&h.pushed),
         p50_of(&h.released),
         p50_of(&h.granted),
-        p50_of(&h.cold_ping)
+        p50_of(&h.cold_ping),
+        p50_of(&h.cold_hop)
     )
 }
