@@ -297,11 +297,24 @@ def main():
     rf, ru = find("rust", "redis", "floor"), find("rust", "redis", "uncontended", system="polylock")
     if rf and ru:
         ratio = ru["p50"] / (2 * rf["p50"])
-        targets.append(("rust: Redis uncontended acquire+release within 1.2× two PINGs", ratio <= 1.2, f"{ratio:.2f}×"))
+        figure = f"{ratio:.2f}×"
+        raw = find("rust", "redis", "uncontended", system=RAW_SCRIPTS)
+        if ratio > 1.2 and raw and raw["p50"] > 1.2 * 2 * rf["p50"]:
+            # The two scripts, sent raw by the same process, interleaved:
+            # what the server's running them costs before any polylock code.
+            figure += (f"; polylock's two scripts issued raw, no polylock code, take {raw['p50'] / (2 * rf['p50']):.2f}× "
+                       "in this run: the rest of the way to two PINGs is the server running the scripts")
+        targets.append(("rust: Redis uncontended acquire+release within 1.2× two PINGs", ratio <= 1.2, figure))
     rf, rh = find("rust", "redis", "floor"), find("rust", "redis", "handoff", polylock=True)
     if rf and rh:
-        targets.append(("Redis handoff within 3 raw round trips (Rust)", rh["p50"] <= 3 * rf["p50"],
-                        f"{rh['p50'] / rf['p50']:.1f} round trips"))
+        figure = f"{rh['p50'] / rf['p50']:.1f} round trips"
+        cold = (breakdown or {}).get("cold_ping_p50_us")
+        if cold and rh["p50"] > 3 * rf["p50"]:
+            # Each handoff follows a quiet spell (the waiter must be queued
+            # first); a PING after the same quiet is the honest unit.
+            figure += (f"; {rh['p50'] / cold:.1f} cold ones: a handoff follows 20 ms of quiet, after which one PING "
+                       f"takes {cold / rf['p50']:.1f} hot ones here (see the breakdown above)")
+        targets.append(("Redis handoff within 3 raw round trips (Rust)", rh["p50"] <= 3 * rf["p50"], figure))
     zf, zh = find("rust", "zookeeper", "floor"), find("rust", "zookeeper", "handoff", polylock=True)
     if zf and zh:
         targets.append(("ZooKeeper handoff within 3 ZooKeeper round trips (Rust)", zh["p50"] <= 3 * zf["p50"],
