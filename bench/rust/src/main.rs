@@ -4,8 +4,9 @@
 //!   (one script call each, so the floor is two round trips);
 //! - ZooKeeper: raw `exists`; the naive lock issued raw, its three requests
 //!   one after another (create ephemeral sequential, getChildren, delete: what
-//!   a hand-written lock does) and with create + getChildren pipelined (the
-//!   floor of polylock's own sequence); polylock acquire+release.
+//!   a hand-written lock does) and with create + getChildren pipelined, the
+//!   getChildren setting a children watch as polylock's does (the floor of
+//!   polylock's own sequence); polylock acquire+release.
 //!
 //! Each backend's rows run interleaved (see [`interleaved`]).
 //!
@@ -202,7 +203,9 @@ async fn main() {
                 let mode = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
                 let prefix = format!("{zpath}/lock-");
                 let create = z.create(&prefix, b"", &mode);
-                let list = z.list_children(zpath);
+                // Watched, as polylock's is (its holder's notice of losing its
+                // node): the server then also sends the event our delete fires.
+                let list = z.list_and_watch_children(zpath);
                 let ((_, seq), _) = (create.await.unwrap(), list.await.unwrap());
                 z.delete(&format!("{prefix}{seq}"), None).await.unwrap();
             })
@@ -219,7 +222,7 @@ async fn main() {
                 vec![
                     ("zookeeper exists (raw round trip)", exists),
                     ("zookeeper naive lock raw: create, getChildren, delete, one after another", sequential),
-                    ("zookeeper naive lock raw: create+getChildren pipelined, delete", naive),
+                    ("zookeeper naive lock raw: create+watched getChildren pipelined, delete", naive),
                     ("polylock zookeeper acquire+release", polylock),
                 ],
             )

@@ -561,11 +561,15 @@ public final class Bench {
 
     static final String ZK_RAW_REQUESTS = "floor: a lock's ZooKeeper requests, raw";
 
+    /** The raw floor's children watch: its event is received and dropped, as polylock's holder drops it. */
+    static final Watcher IGNORED = event -> { };
+
     /**
-     * Not a lock: the requests every ZooKeeper lock recipe sends (polylock's
-     * and Curator's alike), with no library and no waiting: create an
-     * ephemeral sequential child and, pipelined behind it on the same
-     * session, getChildren of its parent; then delete the child. Two writes
+     * Not a lock: polylock's requests, with no library and no waiting:
+     * create an ephemeral sequential child and, pipelined behind it on the
+     * same session, getChildren of its parent setting a children watch (as
+     * polylock's does, for its holder's notice of losing its node; Curator's
+     * sets none); then delete the child, which fires that watch. Two writes
      * and a read: run by the same threads on the same names, what the
      * server gives any lock driven by these threads, so a lock's throughput
      * is read against it (more requests in flight would raise it for all).
@@ -588,7 +592,7 @@ public final class Bench {
                                 created.completeExceptionally(KeeperException.create(KeeperException.Code.get(rc), p));
                             }
                         }, null);
-                zk.getChildren(path, false);
+                zk.getChildren(path, IGNORED);
                 mine.set(created.get());
             }
 
