@@ -37,6 +37,10 @@ NAIVE_SEQUENTIAL = "naive raw lock (create, getChildren, delete, one after anoth
 NAIVE_PIPELINED = "naive raw lock (create+watched getChildren pipelined, delete)"
 
 
+# The raw floor of a ZooKeeper handoff (bench/rust `zk_handoff_floor`).
+ZK_FLOOR = "floor: raw delete to watch event"
+
+
 def rust_rows(d):
     lat = d.get("latency", d)
     names = {
@@ -49,6 +53,7 @@ def rust_rows(d):
         "zookeeper naive lock raw: create+watched getChildren pipelined, delete": ("zookeeper", NAIVE_PIPELINED, "uncontended", False),
         "polylock zookeeper acquire+release": ("zookeeper", "polylock", "uncontended", True),
         "polylock zookeeper handoff (waiter in another process)": ("zookeeper", "polylock", "handoff", True),
+        "zookeeper raw handoff: delete to the watch event on another session": ("zookeeper", ZK_FLOOR, "handoff", False),
     }
     out = []
     for k, v in lat.items():
@@ -318,8 +323,16 @@ def main():
         targets.append(("Redis handoff within 3 raw round trips (Rust)", rh["p50"] <= 3 * rf["p50"], figure))
     zf, zh = find("rust", "zookeeper", "floor"), find("rust", "zookeeper", "handoff", polylock=True)
     if zf and zh:
-        targets.append(("ZooKeeper handoff within 3 ZooKeeper round trips (Rust)", zh["p50"] <= 3 * zf["p50"],
-                        f"{zh['p50'] / zf['p50']:.1f} round trips"))
+        figure = f"{zh['p50'] / zf['p50']:.1f} round trips"
+        raw = find("rust", "zookeeper", "handoff", system=ZK_FLOOR)
+        if raw and raw["p50"] > 3 * zf["p50"]:
+            # Any ZooKeeper lock hands over by a delete (a logged write) and
+            # the watch event it fires; after the handoff's quiet, that alone
+            # is past the target.
+            figure += (f"; the target, {fmt(3 * zf['p50'])} µs, is below a raw delete and the watch event it fires "
+                       f"after the same quiet, no lock code ({fmt(raw['p50'])} µs, {raw['p50'] / zf['p50']:.1f} round "
+                       f"trips), which polylock's handoff takes {zh['p50'] / raw['p50']:.2f}× of")
+        targets.append(("ZooKeeper handoff within 3 ZooKeeper round trips (Rust)", zh["p50"] <= 3 * zf["p50"], figure))
     zs = find("rust", "zookeeper", "uncontended", system=NAIVE_SEQUENTIAL)
     zn = find("rust", "zookeeper", "uncontended", system=NAIVE_PIPELINED)
     zp = find("rust", "zookeeper", "uncontended", polylock=True)

@@ -135,28 +135,73 @@ pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> 
 }
 
 /// The bindings' hop, cold: a thread outside the runtime (a Python or Java
-/// caller) hands a task that does nothing to a runtime of one worker thread,
-/// as the bindings build theirs, and sleeps until its outcome comes back
-/// over a std channel, as `polylock::blocking` waits once past its spin;
-/// each after the same 20 ms of quiet as a handoff. A binding's handoff
-/// pays this on top of the Rust client's: the holder's call wakes its
-/// runtime's thread, and the waiter's runtime wakes the sleeping caller.
+/// caller) runs a task that does nothing on a runtime of one worker thread,
+/// as the bindings build theirs, through the bindings' own
+/// [`polylock::blocking::Sliced`]; each after the same 20 ms of quiet as a
+/// handoff, so it sleeps without spinning (the busy-spell rule), as a
+/// handoff's waiter does. A binding's handoff pays this on top of the Rust
+/// client's: the holder's call wakes its runtime's thread, and the waiter's
+/// runtime wakes the sleeping caller.
 pub fn cold_hop(n: usize) -> Vec<Duration> {
+    use polylock::blocking::{Slice, Sliced};
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let mut out = Vec::with_capacity(n);
     for i in 0..n + 5 {
         std::thread::sleep(Duration::from_millis(20));
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let t = Instant::now();
-        rt.spawn(async move {
-            let _ = tx.send(());
-        });
-        rx.recv().unwrap();
+        let mut call = Sliced::spawn(rt.handle(), async {});
+        loop {
+            match call.wait(Duration::from_secs(1)) {
+                Slice::Done(()) => break,
+                Slice::StillRunning => continue,
+                Slice::Failed(why) => panic!("an empty task failed: {why}"),
+            }
+        }
         if i >= 5 {
             out.push(t.elapsed());
         }
     }
     out
+}
+
+/// The floor of a ZooKeeper handoff, raw: any ZooKeeper lock hands over by
+/// the holder's delete (a write: the leader logs it before it answers) and
+/// the watch event it fires on the waiter's session. Two sessions of this
+/// process: the holder's creates a node and the waiter's watches it
+/// (`exists` with a watch); after the same 20 ms of quiet as a handoff, the
+/// holder deletes it, and the time to the waiter's event is the floor.
+/// Each round also times one `exists` after 20 ms of quiet (the cold
+/// round trip). Returns (cold exists, delete to event).
+pub async fn zk_handoff_floor(url: &str, path: &str, n: usize) -> (Vec<Duration>, Vec<Duration>) {
+    use zookeeper_client as zk;
+    let hp = url.strip_prefix("zk://").unwrap_or(url).split('/').next().unwrap().to_owned();
+    let holder = zk::Client::connect(&hp).await.unwrap();
+    let waiter = zk::Client::connect(&hp).await.unwrap();
+    let mode = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+    let (mut cold, mut floor) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n + 5 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let t = Instant::now();
+        holder.check_stat(path).await.unwrap();
+        let exists = t.elapsed();
+        holder.create(path, b"", &mode).await.unwrap();
+        let (stat, watcher) = waiter.check_and_watch_stat(path).await.unwrap();
+        assert!(stat.is_some(), "the waiter sees the holder's node");
+        let fired = tokio::spawn(async move {
+            let event = watcher.changed().await;
+            (monotonic_ns(), event.event_type)
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let t0 = monotonic_ns();
+        holder.delete(path, None).await.unwrap();
+        let (at, kind) = fired.await.unwrap();
+        assert_eq!(kind, zk::EventType::NodeDeleted);
+        if i >= 5 {
+            cold.push(exists);
+            floor.push(Duration::from_nanos(at.saturating_sub(t0)));
+        }
+    }
+    (cold, floor)
 }
 
 pub struct Extras {
