@@ -84,6 +84,8 @@ async fn main() {
                     times.push(t.elapsed());
                 }
                 if !pace.is_zero() {
+                    // A thread sleep, not a tokio timer (whole milliseconds):
+                    // nothing is in flight on the connection meanwhile.
                     std::thread::sleep(pace);
                 }
             }
