@@ -122,7 +122,10 @@ fn pick<T: Copy>(b: &mut Bytes<'_>, from: &[T]) -> Option<T> {
 fn reply(b: &mut Bytes<'_>) -> Reply {
     let v = i64::from(b.u16().unwrap_or(0)) - 2;
     match b.byte().unwrap_or(0) % 12 {
-        0 => Reply::Redis(RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(v)])),
+        // A grant's token comes as an integer or as decimal digits (a
+        // negative one as "-3": digits that are no token).
+        0 if v % 2 == 0 => Reply::Redis(RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(v)])),
+        0 => Reply::Redis(RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Bulk(v.to_string().into_bytes())])),
         1 => Reply::Redis(RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(v)])),
         2 => Reply::Redis(RedisValue::Int(v % 3)),
         3 => Reply::Redis(RedisValue::Nil),

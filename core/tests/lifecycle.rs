@@ -142,3 +142,35 @@ fn a_timed_out_redis_waiter_reports_once_its_leave_is_answered() {
     m.handle_reply(t(101), leave.id, Reply::Redis(RedisValue::Int(0)));
     assert_eq!(events(&mut m), vec![Event::Failed { ticket, owner: OwnerId(1), error: Error::Timeout }]);
 }
+
+/// The mutex scripts send a grant's token as decimal digits (they never
+/// make it a Lua number); older scripts and the read-write and semaphore
+/// scripts send an integer. Both are read as the same token; anything else
+/// in the token's place (a sign, a blank, a fraction, no digits, more than
+/// 64 bits) is a protocol error, never a grant with a made-up token.
+#[test]
+fn a_grant_token_is_read_from_digits_or_an_integer_and_nothing_else() {
+    let grant_with = |token: RedisValue| {
+        let mut m = redis_machine();
+        let t0 = Instant::from_millis(0);
+        let ticket = m.acquire(t0, OwnerId(1), AcquireOptions::default(), Nonce(2)).unwrap();
+        let cmd = m.poll_command().expect("the acquire script");
+        m.handle_reply(t0, cmd.id, Reply::Redis(RedisValue::Array(vec![RedisValue::Int(1), token])));
+        (ticket, events(&mut m))
+    };
+    for token in [RedisValue::Bulk(b"1733400000123456".to_vec()), RedisValue::Int(1_733_400_000_123_456)] {
+        let (ticket, evs) = grant_with(token.clone());
+        assert_eq!(
+            evs,
+            vec![Event::Granted { ticket, owner: OwnerId(1), token: FencingToken(1_733_400_000_123_456), reentry: 0 }],
+            "{token:?}"
+        );
+    }
+    for bad in ["", "+17", "-3", " 17", "17 ", "1.7e1", "0x11", "99999999999999999999"] {
+        let (ticket, evs) = grant_with(RedisValue::Bulk(bad.as_bytes().to_vec()));
+        assert!(
+            matches!(evs.as_slice(), [Event::Failed { ticket: t, error: Error::Protocol(_), .. }] if *t == ticket),
+            "{bad:?} gave {evs:?}"
+        );
+    }
+}

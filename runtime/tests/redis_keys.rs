@@ -81,6 +81,75 @@ async fn tokens_count_on_from_a_counter_ahead_of_the_server_clock() {
     next(grant_and_release(&c, &name).await, "a grant by ACQUIRE after the handoff");
 }
 
+/// The scripts compare the counter and the clock as decimal strings (see
+/// `lua_next_token!` in core): by length first, then byte by byte. A
+/// counter with fewer digits than the clock's µs but bytes that sort later
+/// ("999999999999999") is behind the clock; one with more digits but bytes
+/// that sort earlier ("10999999999999999") is ahead of it. A comparison of
+/// bytes alone gets both wrong: the first would count on from the counter,
+/// below the clock, and the second would go back to the clock. The second
+/// is above 2^53, where a Lua number (a double) would round `last + 1`. Grants by ACQUIRE and by LEAVE's handoff
+/// alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_compare_with_the_clock_as_numbers_not_as_text() {
+    let url = redis_url();
+    let name = unique("fence-digits");
+    let fence = polylock_core::redis::RedisKeys::of(&LockName::new(&name).unwrap()).fence().to_owned();
+    let c = client(&url).await;
+    let waiter = client(&url).await;
+    let mut raw = raw_redis(&url).await;
+    let server_us = |mut raw: redis::aio::MultiplexedConnection| async move {
+        let (s, us): (u64, u64) = redis::cmd("TIME").query_async(&mut raw).await.unwrap();
+        s * 1_000_000 + us
+    };
+
+    let behind = "999999999999999";
+    let _: () = redis::cmd("SET").arg(&fence).arg(behind).query_async(&mut raw).await.unwrap();
+    let before = server_us(raw.clone()).await;
+    let token = grant_and_release(&c, &name).await;
+    assert!(token >= before, "ACQUIRE: token {token} is below the clock ({before} µs) with the counter at {behind}");
+
+    // Ahead, and above 2^53: one that carries, one that a double would
+    // round to 10^16 (so would its + 1).
+    let (ahead, odd) = ("10999999999999999", "10000000000000001");
+    for (counter, next) in [(ahead, 11_000_000_000_000_000), (odd, 10_000_000_000_000_002)] {
+        let _: () = redis::cmd("SET").arg(&fence).arg(counter).query_async(&mut raw).await.unwrap();
+        let token = grant_and_release(&c, &name).await;
+        assert_eq!(token, next, "ACQUIRE: the counter at {counter} is ahead of the clock");
+    }
+
+    // The same two through a handoff: the waiter is granted by the holder's LEAVE.
+    let queue = polylock_core::redis::RedisKeys::of(&LockName::new(&name).unwrap()).queue().to_owned();
+    for (counter, at_least) in [(behind, None), (odd, Some(10_000_000_000_000_002u64))] {
+        let held = c.lock(&name).unwrap().acquire().await.unwrap();
+        let wl = waiter.lock(&name).unwrap();
+        let queued = tokio::spawn(async move { wl.acquire().await.unwrap() });
+        let queued_up = eventually(Duration::from_secs(5), || {
+            let (mut raw, queue) = (raw.clone(), queue.clone());
+            async move { redis::cmd("ZCARD").arg(&queue).query_async::<u64>(&mut raw).await.unwrap() == 1 }
+        })
+        .await;
+        assert!(queued_up, "the waiter never queued");
+        let _: () = redis::cmd("SET").arg(&fence).arg(counter).query_async(&mut raw).await.unwrap();
+        let before = server_us(raw.clone()).await;
+        held.release().await.unwrap();
+        let handed = queued.await.unwrap();
+        let token = handed.fencing_token();
+        handed.release().await.unwrap();
+        match at_least {
+            None => assert!(token >= before, "handoff: token {token} below the clock ({before} µs), counter {counter}"),
+            // (A waiter's recheck that finds the lock handed to it is
+            // granted again: a value may be skipped.)
+            Some(next) => {
+                assert!(
+                    (next..next + 100).contains(&token),
+                    "handoff: token {token}, the counter at {counter} is ahead of the clock"
+                )
+            }
+        }
+    }
+}
+
 /// A retried acquire (its first reply lost) finds the lock already granted
 /// to its field: the answer must be a token above every earlier one even if
 /// the counter was evicted or deleted meanwhile, never 0 and never a repeat.

@@ -242,7 +242,8 @@ impl RedisModel {
         h.insert(field.to_owned(), 1);
         self.keys.insert(lock.to_owned(), (Value::Hash(h), Some(now + lease)));
         self.grants.push((now, field.to_owned(), token as u64, lock.to_owned()));
-        RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)])
+        // The mutex scripts answer with the token as a decimal string.
+        RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Bulk(token.to_string().into_bytes())])
     }
 
     fn leave(&mut self, now: u64, k: &[String], a: &[String], publish: &mut Vec<(String, String)>) -> RedisValue {
@@ -380,7 +381,8 @@ impl RedisModel {
         let reading = a[6] == "read";
         let mode_arg = if reading { 1 } else { 2 };
         let now_us = self.time_us(now);
-        let granted = |token: i64| RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)]);
+        let granted =
+            |token: i64| RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Bulk(token.to_string().into_bytes())]);
         if self.hexists(now, lock, field) {
             return granted(self.rw_hold(now, now_us, k, mode_arg, field, lease, timeout));
         }
@@ -691,7 +693,7 @@ impl RedisModel {
             }
             let token = self.sem_token_for(now, now_us, &k[1], lease);
             self.grants.push((now, holder.clone(), token as u64, k[0].clone()));
-            return RedisValue::Array(vec![int(1), int(token)]);
+            return RedisValue::Array(vec![int(1), RedisValue::Bulk(token.to_string().into_bytes())]);
         } else if held > 0 {
             // Part of an earlier grant of ours expired: give back the rest.
             for id in &ids {
@@ -700,7 +702,7 @@ impl RedisModel {
             }
         }
         if let Some(token) = self.sem_hand_on(now, now_us, k, prefix, Some(member), publish) {
-            return RedisValue::Array(vec![int(1), int(token)]);
+            return RedisValue::Array(vec![int(1), RedisValue::Bulk(token.to_string().into_bytes())]);
         }
         // The queue's front is live now: anyone queued is ahead of a newcomer.
         let rank = self.zrank(now, &k[2], member);
@@ -710,7 +712,8 @@ impl RedisModel {
                 self.zrem(now, &k[2], member);
                 self.zrem(now, &k[3], member);
             }
-            return RedisValue::Array(vec![int(1), int(self.sem_take(now, now_us, k, holder, ask, lease))]);
+            let token = self.sem_take(now, now_us, k, holder, ask, lease);
+            return RedisValue::Array(vec![int(1), RedisValue::Bulk(token.to_string().into_bytes())]);
         }
         if wait == "0" {
             return RedisValue::Array(vec![int(0), int(self.sem_next_expiry(now, &k[4])), int(0)]);

@@ -21,9 +21,10 @@ pub fn events(m: &mut LockMachine) -> Vec<Event> {
     std::iter::from_fn(|| m.poll_event()).collect()
 }
 
-/// ACQUIRE's answer: granted with `token`.
+/// ACQUIRE's answer: granted with `token` (a decimal string, as the
+/// mutex scripts send it).
 pub fn granted(token: i64) -> Reply {
-    Reply::Redis(RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(token)]))
+    Reply::Redis(RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Bulk(token.to_string().into_bytes())]))
 }
 
 /// A Redis machine with the default config for the lock `name`.

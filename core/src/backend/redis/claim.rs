@@ -628,19 +628,37 @@ fn permits_mismatch(reply: &Reply) -> Option<u32> {
 
 /// Reads `{flag, value[, first]}` from an acquire reply (`first`, whether
 /// a queued waiter is first in line, taken as yes when absent: a wake-up
-/// too many costs one acquire, one too few a wait). `Ok(None)` means no answer.
+/// too many costs one acquire, one too few a wait). A grant's token comes
+/// as a decimal string from the mutex scripts (they never turn it into a
+/// Lua number: see `lua_next_token!`) and as an integer from the others.
+/// `Ok(None)` means no answer.
 fn parse_pair(reply: &Reply) -> Result<Option<(bool, i64, bool)>, Error> {
-    match reply {
-        Reply::Failed(_) => Ok(None),
-        Reply::Redis(RedisValue::Array(items)) => match items.as_slice() {
-            [RedisValue::Int(flag @ (0 | 1)), RedisValue::Int(v)] => Ok(Some((*flag == 1, *v, true))),
-            [RedisValue::Int(flag @ (0 | 1)), RedisValue::Int(v), RedisValue::Int(first @ (0 | 1))] => {
-                Ok(Some((*flag == 1, *v, *first == 1)))
-            }
-            _ => Err(Error::Protocol(format!("unexpected acquire reply {items:?}"))),
-        },
-        other => Err(Error::Protocol(format!("unexpected acquire reply {other:?}"))),
+    let refused = || Error::Protocol(format!("unexpected acquire reply {reply:?}"));
+    let Reply::Redis(RedisValue::Array(items)) = reply else {
+        return match reply {
+            Reply::Failed(_) => Ok(None),
+            _ => Err(refused()),
+        };
+    };
+    match items.as_slice() {
+        [RedisValue::Int(1), RedisValue::Bulk(digits)] => {
+            decimal(digits).map(|t| Some((true, t, true))).ok_or_else(refused)
+        }
+        [RedisValue::Int(flag @ (0 | 1)), RedisValue::Int(v)] => Ok(Some((*flag == 1, *v, true))),
+        [RedisValue::Int(flag @ (0 | 1)), RedisValue::Int(v), RedisValue::Int(first @ (0 | 1))] => {
+            Ok(Some((*flag == 1, *v, *first == 1)))
+        }
+        _ => Err(refused()),
     }
+}
+
+/// A non-negative decimal integer of ASCII digits only (no sign, no blank,
+/// not empty) that fits an `i64`.
+fn decimal(digits: &[u8]) -> Option<i64> {
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 impl Claim for RedisClaim {

@@ -15,6 +15,7 @@
 //! writer blocks later readers (Redisson has no such rule; Curator does).
 
 use super::lua::lua;
+use super::scripts::lua_next_token;
 use crate::io::Script;
 
 /// Shared Lua of the read-write scripts: the clock, the queue walk (dead
@@ -25,7 +26,6 @@ macro_rules! rw_prelude {
         r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 -- The live queue, in order (members whose deadline passed are dropped).
 local function live_queue()
   local live = {}
@@ -40,12 +40,9 @@ local function live_queue()
   end
   return live
 end
+-- The fence lives as long as the longest-lived holder's lease.
 local function token_for(lease)
-  local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now_us)
-  local px = math.max(tonumber(redis.call('PTTL', KEYS[2])), tonumber(lease))
-  -- %.0f: tostring would print a large token in float notation.
-  redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', px)
-  return token
+  return next_token(KEYS[2], t, math.max(tonumber(redis.call('PTTL', KEYS[2])), tonumber(lease)))
 end
 -- Makes `field` a holder in `mode` for `lease` ms; `timeout` is a reader's key.
 local function hold(mode, field, lease, timeout)
@@ -79,7 +76,8 @@ end
 pub static RW_ACQUIRE: Script = Script {
     name: "polylock_rw_acquire",
     source: lua!(concat!(
-        "-- polylock rw acquire v1\n",
+        "-- polylock rw acquire v2\n",
+        lua_next_token!(),
         rw_prelude!(),
         r#"
 local reading = ARGV[7] == 'read'
@@ -122,7 +120,7 @@ if ARGV[3] == '2' then
   upkeep = (tonumber(redis.call('ZSCORE', KEYS[4], ARGV[6])) or 0) <= now
 end
 if upkeep then
-  redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[6])
+  redis.call('ZADD', KEYS[3], 'NX', clock_us(t), ARGV[6])
   redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), ARGV[6])
   for _, k in ipairs({KEYS[3], KEYS[4]}) do
     if redis.call('PTTL', k) < tonumber(ARGV[4]) then
@@ -154,7 +152,8 @@ return {0, redis.call('PTTL', KEYS[1]), head}
 pub static RW_LEAVE: Script = Script {
     name: "polylock_rw_leave",
     source: lua!(concat!(
-        "-- polylock rw leave v1\n",
+        "-- polylock rw leave v2\n",
+        lua_next_token!(),
         rw_prelude!(),
         r#"
 local held = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
@@ -187,7 +186,7 @@ local function hand(m, mode, field, lease, timeout)
   local token = hold(mode, field, lease, timeout)
   redis.call('ZREM', KEYS[3], m)
   redis.call('ZREM', KEYS[4], m)
-  redis.call('PUBLISH', ARGV[3] .. ':' .. m, string.format('%.0f', token))
+  redis.call('PUBLISH', ARGV[3] .. ':' .. m, token)
   handed = true
 end
 if free or reading then

@@ -26,6 +26,7 @@
 //! free is not overtaken by later, smaller asks.
 
 use super::lua::lua;
+use super::scripts::lua_next_token;
 use crate::io::Script;
 
 /// Shared Lua of the semaphore scripts. KEYS[1] the counter, KEYS[2]
@@ -35,7 +36,6 @@ macro_rules! sem_prelude {
         r#"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 -- Gives n permits (their ids already removed) back to the counter. A
 -- missing counter stays missing: the next acquire rebuilds it as N less
 -- the permits still held; INCRBY would make it n alone, and the permits
@@ -54,12 +54,9 @@ end
 local function available()
   return tonumber(redis.call('GET', KEYS[1]) or '0')
 end
+-- The fence lives as long as the longest-lived holder's lease.
 local function token_for(lease)
-  local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now_us)
-  local px = math.max(tonumber(redis.call('PTTL', KEYS[2])), tonumber(lease))
-  -- %.0f: tostring would print a large token in float notation.
-  redis.call('SET', KEYS[2], string.format('%.0f', token), 'PX', px)
-  return token
+  return next_token(KEYS[2], t, math.max(tonumber(redis.call('PTTL', KEYS[2])), tonumber(lease)))
 end
 -- Takes k permits for `holder` until now + lease.
 local function take(holder, k, lease)
@@ -90,7 +87,7 @@ local function hand_on(prefix, self)
       if m == self then
         mine = token
       else
-        redis.call('PUBLISH', prefix .. ':' .. m, string.format('%.0f', token))
+        redis.call('PUBLISH', prefix .. ':' .. m, token)
       end
     end
     redis.call('ZREM', KEYS[3], m)
@@ -118,7 +115,8 @@ end
 pub static SEM_ACQUIRE: Script = Script {
     name: "polylock_sem_acquire",
     source: lua!(concat!(
-        "-- polylock sem acquire v2\n",
+        "-- polylock sem acquire v3\n",
+        lua_next_token!(),
         sem_prelude!(),
         r#"
 local total, k = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -174,7 +172,7 @@ if ARGV[3] == '2' then
   upkeep = (tonumber(redis.call('ZSCORE', KEYS[4], ARGV[6])) or 0) <= now
 end
 if upkeep then
-  redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[6])
+  redis.call('ZADD', KEYS[3], 'NX', clock_us(t), ARGV[6])
   redis.call('ZADD', KEYS[4], now + tonumber(ARGV[4]), ARGV[6])
   for _, q in ipairs({KEYS[3], KEYS[4]}) do
     if redis.call('PTTL', q) < tonumber(ARGV[4]) then
@@ -201,7 +199,8 @@ return {0, next_expiry(), first}
 pub static SEM_LEAVE: Script = Script {
     name: "polylock_sem_leave",
     source: lua!(concat!(
-        "-- polylock sem leave v2\n",
+        "-- polylock sem leave v3\n",
+        lua_next_token!(),
         sem_prelude!(),
         r#"
 local freed = 0
