@@ -363,8 +363,9 @@ class WasmClient {
       }
       case 'eval': {
         if (o.source !== undefined) this.#scripts.set(o.script, o.source)
-        const source = this.#scripts.get(o.script)
-        this.#send(o.id, this.#cmd.callBuffer('EVAL', source, o.keys.length, ...o.keys, ...o.args))
+        // By SHA1 when the table asks (a NOSCRIPT refusal goes back to it as any refusal does).
+        const script = o.sha !== undefined ? ['EVALSHA', o.sha] : ['EVAL', this.#scripts.get(o.script)]
+        this.#send(o.id, this.#cmd.callBuffer(...script, o.keys.length, ...o.keys, ...o.args))
         break
       }
       case 'subscribe':

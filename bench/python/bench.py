@@ -62,14 +62,15 @@ def make(lib: str, name: str) -> Contender:
 
         r = redis.Redis.from_url(_redis_url())
         if lib == "raw-scripts":
-            calls = [
-                [c["source"], len(c["keys"]), *c["keys"], *c["args"]]
-                for c in raw_script_calls(name)
-            ]
+            # By SHA1, as polylock sends them once the server has them.
+            scripts = raw_script_calls(name)
+            for c in scripts:
+                r.script_load(c["source"])
+            calls = [[c["sha"], len(c["keys"]), *c["keys"], *c["args"]] for c in scripts]
 
             def both() -> None:
                 for call in calls:
-                    r.execute_command("EVAL", *call)
+                    r.execute_command("EVALSHA", *call)
 
             return Contender(both, lambda: None, r.close)
         if lib == "redis-py":
@@ -104,8 +105,8 @@ def make(lib: str, name: str) -> Contender:
 
 
 def raw_script_calls(name: str) -> list[dict[str, object]]:
-    """polylock's uncontended acquire and release on ``name`` as the two EVALs
-    its runtime sends, from the Rust benchmark binary (one definition for
+    """polylock's uncontended acquire and release on ``name`` as the two script
+    calls its runtime sends, from the Rust benchmark binary (one definition for
     every language; run.sh builds it)."""
     target = os.environ.get("CARGO_TARGET_DIR", str(HERE.parent.parent / "target"))
     out = subprocess.run(

@@ -10,8 +10,10 @@
 //! - `{"k":"lost","name","owner","token","reason"}`
 //! - `{"k":"released","id"}`
 //! - `{"k":"status","id","ok":{held,holder,fencingToken,waiters,ttlMs}}` or `"err"`
-//! - `{"k":"eval","id","script","source"?,"keys","args"}` (`source` the
-//!   first time this table sends that script: the driver keeps it by name)
+//! - `{"k":"eval","id","script","source"?,"sha"?,"keys","args"}` (`source` the
+//!   first time this table sends that script: the driver keeps it by name;
+//!   `sha` when the table asks for `EVALSHA` by it, else `EVAL` with the
+//!   source. A driver may always send the source: the same script runs)
 //! - `{"k":"subscribe"|"unsubscribe","id","channels"}` (one command for them all)
 //! - `{"k":"timeout","at"}` (milliseconds on the driver's clock)
 //!
@@ -218,6 +220,8 @@ pub enum Out {
         script: &'static str,
         #[serde(skip_serializing_if = "Option::is_none")]
         source: Option<&'static str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sha: Option<&'static str>,
         keys: Vec<String>,
         args: Vec<String>,
     },
@@ -304,9 +308,10 @@ fn status_json(s: &LockStatus) -> StatusJson {
 fn command_out(cmd: Command, first_use: impl FnOnce(&'static str) -> bool) -> Out {
     let Command { id, op } = cmd;
     match op {
-        Op::Redis(RedisOp::Eval { script, keys, args }) => {
+        Op::Redis(RedisOp::Eval { script, keys, args, by_sha }) => {
             let source = first_use(script.name).then_some(script.source);
-            Out::Eval { id: id.0, script: script.name, source, keys, args }
+            let sha = by_sha.then(|| script.sha1());
+            Out::Eval { id: id.0, script: script.name, source, sha, keys, args }
         }
         Op::Redis(RedisOp::Subscribe { channels }) => Out::Subscribe { id: id.0, channels },
         Op::Redis(RedisOp::Unsubscribe { channels }) => Out::Unsubscribe { id: id.0, channels },

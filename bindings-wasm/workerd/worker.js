@@ -56,6 +56,7 @@ export default {
     async function run(out) {
       for (const o of out) {
         if (o.k === 'eval') {
+          // Always with the source (`o.sha` is the table's offer to go by SHA1): never NOSCRIPT.
           if (o.source) scripts.set(o.script, o.source)
           await writer.write(resp(['EVAL', scripts.get(o.script), String(o.keys.length), ...o.keys, ...o.args]))
           let reply

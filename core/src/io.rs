@@ -28,16 +28,33 @@ pub enum Op {
 #[derive(Debug, Clone, PartialEq)]
 pub enum RedisOp {
     /// Redis: run a Lua script, as one request that executes where it stands
-    /// in the command order (`EVAL` with the source; not `EVALSHA` with a
-    /// `NOSCRIPT` fallback, which would resend it after later commands).
-    /// Reply: [`Reply::Redis`].
-    Eval { script: &'static Script, keys: Vec<String>, args: Vec<String> },
+    /// in the command order: `EVALSHA` of [`Script::sha1`] when `by_sha`,
+    /// else `EVAL` with the source (which also loads the script into the
+    /// server's cache). Reply: [`Reply::Redis`]; a `NOSCRIPT` refusal of an
+    /// `EVALSHA` (the server restarted, failed over or flushed its scripts)
+    /// is passed on as [`Reply::Refused`] like any refusal, never retried by
+    /// the driver: the script did not run, and only the core knows whether
+    /// it is still wanted (a request sent again by the driver would run
+    /// after whatever the core sent since, a cancel say).
+    ///
+    /// Why `EVALSHA`: Redis hashes an `EVAL`'s source (SHA1) before it runs
+    /// it, twice in 7.0, outside what `INFO commandstats` counts: for the
+    /// two scripts of an acquire+release that was more server work than
+    /// running them.
+    Eval { script: &'static Script, keys: Vec<String>, args: Vec<String>, by_sha: bool },
     /// Redis: [`RedisOp::Eval`], then `WAIT replicas timeout_ms` on the same
     /// connection, pipelined (one round trip): returns once `replicas`
     /// replicas acknowledged the script's writes, or the timeout passed.
     /// Reply: [`Reply::Redis`] with `[script result, replicas that
     /// acknowledged]`; an error of either is the reply.
-    EvalAcked { script: &'static Script, keys: Vec<String>, args: Vec<String>, replicas: u32, timeout_ms: u64 },
+    EvalAcked {
+        script: &'static Script,
+        keys: Vec<String>,
+        args: Vec<String>,
+        by_sha: bool,
+        replicas: u32,
+        timeout_ms: u64,
+    },
     /// Redis: subscribe the client's pub/sub connection to `channels`, in
     /// one `SUBSCRIBE` (one command on the server, however many channels).
     /// Reply: [`Reply::Done`] once every subscription is confirmed; then
@@ -123,6 +140,15 @@ pub struct Script {
     pub name: &'static str,
     /// The Lua source.
     pub source: &'static str,
+    /// The source's SHA1, hex, computed on first use.
+    pub(crate) sha1: std::sync::OnceLock<String>,
+}
+
+impl Script {
+    /// The SHA1 of the source in lowercase hex: the name `EVALSHA` runs it by.
+    pub fn sha1(&self) -> &str {
+        self.sha1.get_or_init(|| sha1_smol::Sha1::from(self.source).digest().to_string())
+    }
 }
 
 /// The backend's answer to one command.

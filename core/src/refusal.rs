@@ -37,6 +37,12 @@ const REDIS_TRANSIENT: &[&str] = &[
 /// read-only server of a partitioned ensemble refusing a write.
 const ZK_TRANSIENT: &[&str] = &["THROTTLEDOP", "NOTREADONLY"];
 
+/// Whether `reply` is Redis's refusal of an `EVALSHA` whose script it does
+/// not have: the script did not run, and runs if sent with its source.
+pub(crate) fn is_noscript(reply: &Reply) -> bool {
+    matches!(reply, Reply::Refused(text) if text.split([' ', ':']).next() == Some("NOSCRIPT"))
+}
+
 /// Is `text`, the server's refusal, a transient state of the server?
 pub fn is_transient(backend: Backend, text: &str) -> bool {
     let code = text.split([' ', ':']).next().unwrap_or_default();

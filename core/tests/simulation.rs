@@ -10,6 +10,8 @@ fn smoke_redis() {
         check_no_overlap(&out).unwrap();
         check_fencing(&out).unwrap();
         assert_eq!(out.leftovers, 0, "seed {seed}");
+        // Scripts go by SHA1, and the server starts with none cached.
+        assert!(out.noscripts > 0, "seed {seed}: no script was refused NOSCRIPT");
     }
 }
 

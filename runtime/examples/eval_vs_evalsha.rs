@@ -1,10 +1,13 @@
 //! What sending the script source on every call costs: the uncontended
 //! acquire + release pair of polylock's Redis protocol (its real ACQUIRE
 //! and LEAVE scripts, on one multiplexed connection as the runtime uses),
-//! sent as EVAL with the source and as EVALSHA of a loaded script: the
-//! client's latency, and the server's time per pair from its own
-//! `INFO commandstats` (every command's usec, those inside scripts too, as
-//! bench/jvm's server-work rows count it). With PACE_US, each pair is
+//! sent as EVAL with the source and as EVALSHA of a loaded script (what
+//! the runtime sends): the client's latency; the server's time per pair
+//! from its own `INFO commandstats` (every command's usec, those inside
+//! scripts too, as bench/jvm's server-work rows count it), which leaves
+//! out what the server does before a command runs, hashing an EVAL's
+//! source among it; and the server's CPU per pair (`INFO cpu`, user + sys:
+//! everything, reading and answering included). With PACE_US, each pair is
 //! followed by that pause, as those rows pace theirs (1000): the server's
 //! caches cool between pairs, as between a service's real calls.
 //! `cargo run --release -p polylock --example eval_vs_evalsha -- REDIS_URL [N] [PACE_US]`
@@ -15,8 +18,14 @@ use polylock_core::redis::{ACQUIRE, LEAVE};
 use polylock_core::{LockName, Nonce, OwnerId};
 
 /// Calls and usec of every command the server ran since it started
-/// (`INFO` itself left out).
-async fn server_work(conn: &mut redis::aio::MultiplexedConnection) -> (u64, u64) {
+/// (`INFO` itself left out), and its CPU time in µs (user + sys).
+async fn server_work(conn: &mut redis::aio::MultiplexedConnection) -> (u64, u64, u64) {
+    let cpu: String = redis::cmd("INFO").arg("cpu").query_async(conn).await.unwrap();
+    let cpu_us = cpu
+        .lines()
+        .filter_map(|l| l.strip_prefix("used_cpu_user:").or_else(|| l.strip_prefix("used_cpu_sys:")))
+        .map(|v| (v.trim().parse::<f64>().unwrap() * 1e6) as u64)
+        .sum();
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
     let (mut calls, mut usec) = (0, 0);
     for line in info.lines().filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:")) {
@@ -28,7 +37,7 @@ async fn server_work(conn: &mut redis::aio::MultiplexedConnection) -> (u64, u64)
             }
         }
     }
-    (calls, usec)
+    (calls, usec, cpu_us)
 }
 
 fn p(v: &mut [Duration], q: f64) -> f64 {
@@ -62,7 +71,7 @@ async fn main() {
     for round in 0..4 {
         for by_source in [true, false] {
             let mut times = Vec::with_capacity(n);
-            let mut before = (0, 0);
+            let mut before = (0, 0, 0);
             for i in 0..n + n / 10 {
                 if i == n / 10 {
                     before = server_work(&mut conn).await;
@@ -90,14 +99,15 @@ async fn main() {
                 }
             }
             let after = server_work(&mut conn).await;
-            let per = |i: usize| ([after.0, after.1][i] - [before.0, before.1][i]) as f64 / n as f64;
+            let per = |i: usize| ([after.0, after.1, after.2][i] - [before.0, before.1, before.2][i]) as f64 / n as f64;
             let how = if by_source { "EVAL source" } else { "EVALSHA    " };
             println!(
-                "round {round} {how}: acquire+release p50 {:.1} us, p99 {:.1} us; server {:.1} commands {:.1} usec ({n} pairs)",
+                "round {round} {how}: acquire+release p50 {:.1} us, p99 {:.1} us; server {:.1} commands {:.1} usec, CPU {:.1} us ({n} pairs)",
                 p(&mut times, 0.5),
                 p(&mut times, 0.99),
                 per(0),
-                per(1)
+                per(1),
+                per(2)
             );
         }
     }

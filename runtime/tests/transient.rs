@@ -265,3 +265,59 @@ async fn a_cancel_never_overtakes_its_acquire_after_a_script_flush() {
     assert_eq!(fields, Vec::<String>::new(), "the release handed the lock to a cancelled claim");
     assert!(redis_leftovers(&url, &name).await.is_empty());
 }
+
+/// Scripts go by SHA1: after a `SCRIPT FLUSH` (what a restart or a failover
+/// to a replica leaves too) a release is refused NOSCRIPT, sent again with
+/// its source at once, and still hands the lock to the queued waiter, whose
+/// token is higher; the lock is then free, and nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_and_its_handoff_survive_a_script_flush() {
+    let _turn = SERIAL.lock().await;
+    let Some(url) = redis2() else { return };
+    let name = unique("flush-handoff");
+    let key = LockName::new(&name).unwrap();
+    let holder = client(&url).await;
+    let waiter = client(&url).await;
+    let mut raw = raw_redis(&url).await;
+    let g = holder.lock(&name).unwrap().acquire().await.unwrap();
+    let lock = waiter.lock(&name).unwrap();
+    let queued = tokio::spawn(async move { lock.acquire().await });
+    let queue = polylock_core::redis::RedisKeys::of(&key).queue().to_owned();
+    let in_queue = eventually(Duration::from_secs(5), || {
+        let (mut raw, queue) = (raw.clone(), queue.clone());
+        async move { redis::cmd("ZCARD").arg(&queue).query_async::<u64>(&mut raw).await.unwrap() == 1 }
+    })
+    .await;
+    assert!(in_queue, "the waiter never queued");
+    // Calls of `cmd` so far.
+    let calls = |mut raw: redis::aio::MultiplexedConnection, cmd: &'static str| async move {
+        let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut raw).await.unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:")))
+            .and_then(|rest| rest.split(',').find_map(|kv| kv.strip_prefix("calls=")))
+            .map_or(0, |v| v.parse::<u64>().unwrap())
+    };
+    // The waiter asks once more after subscribing: flushed only after that.
+    let mut last = calls(raw.clone(), "evalsha").await;
+    loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = calls(raw.clone(), "evalsha").await;
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut raw).await.unwrap();
+    let before = calls(raw.clone(), "eval").await;
+    let first = g.fencing_token();
+    g.release().await.unwrap();
+    let g2 = tokio::time::timeout(Duration::from_secs(5), queued).await.expect("handed over").unwrap().unwrap();
+    assert!(g2.fencing_token() > first, "token {} after {first}", g2.fencing_token());
+    assert_eq!(calls(raw.clone(), "eval").await - before, 1, "one script sent with its source: the refused release");
+    g2.release().await.unwrap();
+    let fields: Vec<String> = redis::cmd("HKEYS").arg(&name).query_async(&mut raw).await.unwrap();
+    assert!(fields.is_empty(), "the lock is still held: {fields:?}");
+    holder.close().await;
+    waiter.close().await;
+    assert!(redis_leftovers(&url, &name).await.is_empty());
+}

@@ -64,17 +64,25 @@ async fn interleaved(n: usize, mut ops: Vec<(&'static str, Op<'_>)>) -> Vec<Stat
     ops.iter().zip(samples).map(|((name, _), v)| stats(name, v)).collect()
 }
 
-/// One script call as polylock's runtime sends it: `EVAL source n keys.. args..`.
+/// One script call as polylock's runtime sends it once the server has the
+/// script: `EVALSHA sha n keys.. args..` (load it first: [`ScriptCall::load`]).
 struct ScriptCall {
-    source: &'static str,
+    script: &'static polylock_core::Script,
     keys: Vec<String>,
     args: Vec<String>,
 }
 
 impl ScriptCall {
     fn cmd(&self) -> redis::Cmd {
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(self.source).arg(self.keys.len()).arg(&self.keys).arg(&self.args);
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.script.sha1()).arg(self.keys.len()).arg(&self.keys).arg(&self.args);
+        cmd
+    }
+
+    /// `SCRIPT LOAD` of the source, so that [`ScriptCall::cmd`] runs.
+    fn load(&self) -> redis::Cmd {
+        let mut cmd = redis::cmd("SCRIPT");
+        cmd.arg("LOAD").arg(self.script.source);
         cmd
     }
 }
@@ -91,7 +99,7 @@ fn raw_script_calls(name: &str) -> [ScriptCall; 2] {
     let channel = keys.channel().to_owned();
     [
         ScriptCall {
-            source: proto::ACQUIRE.source,
+            script: &proto::ACQUIRE,
             keys: vec![
                 keys.lock().to_owned(),
                 keys.fence().to_owned(),
@@ -101,7 +109,7 @@ fn raw_script_calls(name: &str) -> [ScriptCall; 2] {
             args: vec![field.clone(), "30000".into(), "1".into(), "30000".into(), channel.clone(), member.clone()],
         },
         ScriptCall {
-            source: proto::LEAVE.source,
+            script: &proto::LEAVE,
             keys: vec![
                 keys.lock().to_owned(),
                 keys.queue().to_owned(),
@@ -124,8 +132,9 @@ async fn main() {
         return extra::handoff_waiter(&args[2], &args[3]).await;
     }
     if args.get(1).map(String::as_str) == Some("--print-raw-scripts") {
-        let calls = raw_script_calls(&args[2])
-            .map(|c| serde_json::json!({ "source": c.source, "keys": c.keys, "args": c.args }));
+        let calls = raw_script_calls(&args[2]).map(|c| {
+            serde_json::json!({ "sha": c.script.sha1(), "source": c.script.source, "keys": c.keys, "args": c.args })
+        });
         return println!("{}", serde_json::Value::from(calls.to_vec()));
     }
     let arg = |k: &str| args.iter().position(|a| a == k).and_then(|i| args.get(i + 1)).cloned();
@@ -142,6 +151,9 @@ async fn main() {
     let lock = client.lock(&name).unwrap();
     let mut rows = {
         let calls = raw_script_calls(&name);
+        for call in &calls {
+            let _: String = call.load().query_async(&mut raw.clone()).await.unwrap();
+        }
         let (raw, calls, lock) = (&raw, &calls, &lock);
         let ping: Op = Box::new(move || {
             let mut c = raw.clone();

@@ -187,6 +187,8 @@ pub struct Outcome {
     pub wake_retries: u64,
     /// Releases that could wake someone (server-side releases / node deletions).
     pub releases: u64,
+    /// Redis: scripts sent by SHA1 that the server refused `NOSCRIPT`.
+    pub noscripts: u64,
     pub end_ms: u64,
     pub steps: u64,
     /// What is left on the server once every live client has finished and
@@ -225,26 +227,77 @@ enum Input {
 
 #[derive(Debug)]
 enum Ev {
-    Deliver { c: usize, input: Input },
-    Server { c: usize, session: u64, cmd: Command, drop_reply: bool },
-    Timer { c: usize },
-    AppStart { c: usize },
-    AppWrite { c: usize, token: u64, lock: usize },
-    WriteArrive { c: usize, token: u64, lock: usize },
-    AppRelease { c: usize, belief: usize },
-    AppCancel { c: usize, ticket: Ticket },
-    Pause { c: usize, ms: u64 },
-    Crash { c: usize },
-    ExpireSession { c: usize },
-    DeleteLockKey { lock: usize },
+    Deliver {
+        c: usize,
+        input: Input,
+    },
+    Server {
+        c: usize,
+        session: u64,
+        cmd: Command,
+        drop_reply: bool,
+    },
+    Timer {
+        c: usize,
+    },
+    AppStart {
+        c: usize,
+    },
+    AppWrite {
+        c: usize,
+        token: u64,
+        lock: usize,
+    },
+    WriteArrive {
+        c: usize,
+        token: u64,
+        lock: usize,
+    },
+    AppRelease {
+        c: usize,
+        belief: usize,
+    },
+    AppCancel {
+        c: usize,
+        ticket: Ticket,
+    },
+    Pause {
+        c: usize,
+        ms: u64,
+    },
+    Crash {
+        c: usize,
+    },
+    ExpireSession {
+        c: usize,
+    },
+    DeleteLockKey {
+        lock: usize,
+    },
     Snapshot,
     Restore,
     EvictKey,
-    Disconnect { c: usize, ms: u64 },
-    Reconnect { c: usize },
-    Partition { c: usize },
-    PartitionExpiry { c: usize, session: u64 },
-    PartitionHeals { c: usize, old: u64 },
+    /// Redis: `SCRIPT FLUSH` (or a failover to a replica, which has no
+    /// scripts cached): every script must be sent with its source again.
+    FlushScripts,
+    Disconnect {
+        c: usize,
+        ms: u64,
+    },
+    Reconnect {
+        c: usize,
+    },
+    Partition {
+        c: usize,
+    },
+    PartitionExpiry {
+        c: usize,
+        session: u64,
+    },
+    PartitionHeals {
+        c: usize,
+        old: u64,
+    },
     Reap,
 }
 
@@ -444,6 +497,14 @@ impl World {
                 self.at(t, Ev::EvictKey);
             }
         }
+        // Requests in flight when the script cache goes: refused NOSCRIPT,
+        // some after their claim has moved on (a cancel sent behind them).
+        if f.refuse_per_mille > 0 && self.sc.backend == Backend::Redis {
+            for _ in 0..self.rng.range(0, 4) {
+                let t = self.rng.range(0, horizon);
+                self.at(t, Ev::FlushScripts);
+            }
+        }
         if self.sc.backend == Backend::ZooKeeper {
             self.at(50, Ev::Reap);
         }
@@ -514,6 +575,7 @@ impl World {
                     self.out.server_tokens[c].push((lock, token));
                 }
                 self.out.releases = self.redis.releases;
+                self.out.noscripts = self.redis.noscripts;
                 self.out.sem_breaks = std::mem::take(&mut self.redis.sem_breaks);
                 self.out.sem_handoffs = self.redis.sem_handoffs;
             }
@@ -701,6 +763,7 @@ impl World {
                 let pick = self.rng.next();
                 self.redis.evict(self.now, pick);
             }
+            Ev::FlushScripts => self.redis.flush_scripts(),
             Ev::Disconnect { c, ms } => {
                 self.clients[c].disconnected = true;
                 self.push_input(c, Input::Conn(ConnectionEvent::Disconnected), 0);
@@ -979,8 +1042,8 @@ impl World {
         }
         let reply = match self.sc.backend {
             Backend::Redis => match &cmd.op {
-                Op::Redis(RedisOp::Eval { script, keys, args }) => {
-                    let fx = self.eval_watched(c, script.name, keys, args);
+                Op::Redis(RedisOp::Eval { script, keys, args, by_sha }) => {
+                    let fx = self.eval_watched(c, script.name, *by_sha, keys, args);
                     for (ch, payload) in fx.publish {
                         self.publish(&ch, &payload);
                     }
@@ -988,8 +1051,8 @@ impl World {
                 }
                 // The script, then WAIT: every replica asked for acknowledges,
                 // or (as often as the server refuses) none does.
-                Op::Redis(RedisOp::EvalAcked { script, keys, args, replicas, .. }) => {
-                    let fx = self.eval_watched(c, script.name, keys, args);
+                Op::Redis(RedisOp::EvalAcked { script, keys, args, by_sha, replicas, .. }) => {
+                    let fx = self.eval_watched(c, script.name, *by_sha, keys, args);
                     for (ch, payload) in fx.publish {
                         self.publish(&ch, &payload);
                     }
@@ -1060,10 +1123,21 @@ impl World {
     /// Runs a script; a semaphore acquire of the mismatched client must be
     /// refused, and leave the server as it was but for the reclaim of
     /// expired permits that every script starts with.
-    fn eval_watched(&mut self, c: usize, script: &str, keys: &[String], args: &[String]) -> redis_model::Effects {
+    fn eval_watched(
+        &mut self,
+        c: usize,
+        script: &str,
+        by_sha: bool,
+        keys: &[String],
+        args: &[String],
+    ) -> redis_model::Effects {
         let watched = self.mismatch_of(c).is_some() && script == "polylock_sem_acquire";
         let expected = watched.then(|| self.redis.reclaimed(self.now, &keys[0], &keys[4]));
-        let fx = self.redis.eval(self.now, script, keys, args);
+        let fx = self.redis.eval_op(self.now, script, by_sha, keys, args);
+        if matches!(&fx.reply, Reply::Refused(t) if t.starts_with("NOSCRIPT")) {
+            // Nothing ran.
+            return fx;
+        }
         if let Some(expected) = expected {
             let refused = matches!(&fx.reply, Reply::Redis(polylock_core::RedisValue::Array(v))
                 if matches!(v.as_slice(), [polylock_core::RedisValue::Int(-1), _]));

@@ -28,6 +28,11 @@ pub struct RedisModel {
     pub releases: u64,
     /// The last value the server's clock gave, in microseconds.
     last_us: i64,
+    /// The script cache: the scripts an `EVAL` has loaded, by name. Empty
+    /// at the start and after a restore (a restart or a failover loses it).
+    scripts: std::collections::HashSet<String>,
+    /// `EVALSHA`s refused `NOSCRIPT` (the script did not run).
+    pub noscripts: u64,
     /// Semaphores: grants made by handing freed permits to a queued waiter.
     pub sem_handoffs: u64,
     /// Semaphores: after a script, the free and held permits did not add up
@@ -150,6 +155,19 @@ impl RedisModel {
             self.zrem(now, dk, &h);
             *pruned = true;
         }
+    }
+
+    /// Runs a script sent by SHA1 (`by_sha`) or with its source, as Redis
+    /// does: by SHA1, only if an earlier `EVAL` loaded it since the start
+    /// or the last restore; else refused `NOSCRIPT`, having run nothing.
+    pub fn eval_op(&mut self, now: u64, script: &str, by_sha: bool, keys: &[String], args: &[String]) -> Effects {
+        if by_sha && !self.scripts.contains(script) {
+            self.noscripts += 1;
+            let reply = Reply::Refused("NOSCRIPT No matching script. Please use EVAL.".into());
+            return Effects { reply, publish: Vec::new() };
+        }
+        self.scripts.insert(script.to_owned());
+        self.eval(now, script, keys, args)
     }
 
     pub fn eval(&mut self, now: u64, script: &str, keys: &[String], args: &[String]) -> Effects {
@@ -842,6 +860,12 @@ impl RedisModel {
     /// snapshot). Expiry times are absolute, as in an RDB file.
     pub fn restore(&mut self, copy: Snapshot) {
         self.keys = copy.0;
+        self.flush_scripts();
+    }
+
+    /// `SCRIPT FLUSH`: the cache is empty, the data stays.
+    pub fn flush_scripts(&mut self) {
+        self.scripts.clear();
     }
 
     /// Deletes one live key, chosen by `pick` (an eviction).

@@ -86,8 +86,8 @@ impl Solo {
                     any = true;
                     let now = Instant::from_millis(self.now);
                     match (&cmd.op, self.backend) {
-                        (Op::Redis(RedisOp::Eval { script, keys, args }), _) => {
-                            let fx = self.redis.eval(self.now, script.name, keys, args);
+                        (Op::Redis(RedisOp::Eval { script, keys, args, by_sha }), _) => {
+                            let fx = self.redis.eval_op(self.now, script.name, *by_sha, keys, args);
                             self.tables[c].handle_reply(now, cmd.id, fx.reply);
                             for (ch, payload) in fx.publish {
                                 let subs = self.redis.subs.get(&ch).cloned().unwrap_or_default();

@@ -119,18 +119,25 @@ pub(crate) fn message_of(push: &redis::PushInfo) -> Option<Notification> {
     }
 }
 
-/// A script call as one `EVAL` carrying the source. Never EVALSHA: its
-/// NOSCRIPT fallback (after a restart, a failover or `SCRIPT FLUSH`) sends
-/// the script again *after* whatever the machine emitted next, so a cancel
-/// could run before the acquire it cancels and leave an orphan grant. One
-/// EVAL is one request, executed in the order it was sent. The cost is the
-/// source's bytes, which core minifies at compile time (its `lua` module):
-/// since then an acquire+release pair by source is within noise of one by
-/// SHA on loopback, 164–175 against 164–170 µs p50 over four rounds
-/// (`cargo run --release -p polylock --example eval_vs_evalsha`).
-fn eval_cmd(script: &polylock_core::Script, keys: &[String], args: &[String]) -> redis::Cmd {
-    let mut cmd = redis::cmd("EVAL");
-    cmd.arg(script.source).arg(keys.len()).arg(keys).arg(args);
+/// A script call as one request: `EVALSHA` when the core says `by_sha`,
+/// else `EVAL` with the source. No NOSCRIPT fallback here (the `redis`
+/// crate's `Script` sends the source again after a NOSCRIPT): a request
+/// sent again runs after whatever the core sent since, so a cancel could
+/// run before the acquire it cancels and leave an orphan grant. The
+/// refusal goes to the core, which sends the request again with its source
+/// only while it is still the one it wants answered (see
+/// `polylock_core::RedisOp::Eval`).
+fn eval_cmd(script: &polylock_core::Script, by_sha: bool, keys: &[String], args: &[String]) -> redis::Cmd {
+    let mut cmd = if by_sha {
+        let mut c = redis::cmd("EVALSHA");
+        c.arg(script.sha1());
+        c
+    } else {
+        let mut c = redis::cmd("EVAL");
+        c.arg(script.source);
+        c
+    };
+    cmd.arg(keys.len()).arg(keys).arg(args);
     cmd
 }
 
@@ -220,9 +227,9 @@ impl OpConnection for redis::aio::ConnectionManager {
 /// `pubsub`, each within `timeout`, each outcome one [`Reply`].
 pub(crate) fn start_op<C: OpConnection>(commands: &C, pubsub: &C, timeout: Duration, op: RedisOp) -> Started {
     match op {
-        RedisOp::Eval { script, keys, args } => {
+        RedisOp::Eval { script, keys, args, by_sha } => {
             let mut conn = commands.clone();
-            let cmd = eval_cmd(script, &keys, &args);
+            let cmd = eval_cmd(script, by_sha, &keys, &args);
             start_now(async move {
                 within(timeout, "request", cmd.query_async::<redis::Value>(&mut conn), |r| match r {
                     Ok(v) => Reply::Redis(to_core(v)),
@@ -231,10 +238,10 @@ pub(crate) fn start_op<C: OpConnection>(commands: &C, pubsub: &C, timeout: Durat
                 .await
             })
         }
-        RedisOp::EvalAcked { script, keys, args, replicas, timeout_ms } => {
+        RedisOp::EvalAcked { script, keys, args, by_sha, replicas, timeout_ms } => {
             let mut conn = commands.clone();
             let mut pipe = redis::pipe();
-            pipe.add_command(eval_cmd(script, &keys, &args)).cmd("WAIT").arg(replicas).arg(timeout_ms);
+            pipe.add_command(eval_cmd(script, by_sha, &keys, &args)).cmd("WAIT").arg(replicas).arg(timeout_ms);
             start_now(async move {
                 within(timeout, "request", pipe.query_async::<Vec<redis::Value>>(&mut conn), |r| match r {
                     Ok(replies) => match <[redis::Value; 2]>::try_from(replies) {

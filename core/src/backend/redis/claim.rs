@@ -10,7 +10,7 @@ use super::scripts::{ACQUIRE, LEAVE, RENEW};
 use super::sem_scripts::{SEM_ACQUIRE, SEM_LEAVE, SEM_RENEW};
 use crate::claim::{Claim, Cx, Progress};
 use crate::io::{ConnectionEvent, Notification, RedisOp, RedisValue, Reply};
-use crate::refusal::Refusals;
+use crate::refusal::{is_noscript, Refusals};
 use crate::timers::{Backoff, Timer, Timers};
 use crate::{Error, FencingToken, Instant, LossReason, RequestId};
 
@@ -119,6 +119,12 @@ pub(crate) struct RedisClaim {
     /// The latest grant fell short of the replica acknowledgements asked
     /// for (what it said, to name when the caller's deadline passes).
     unacked: Option<String>,
+    /// The server answered `NOSCRIPT` to one of this claim's scripts (it
+    /// restarted, failed over or flushed them): the claim sends its
+    /// scripts with their source from then on. Sent by SHA1 until then.
+    by_source: bool,
+    /// The acquire in flight is the recheck after subscribing.
+    rechecking: bool,
 }
 
 /// The durations one claim runs with (per acquire: two handles of one name
@@ -176,18 +182,22 @@ impl RedisClaim {
             backoff: Backoff::default(),
             refusals: Refusals::default(),
             unacked: None,
+            by_source: false,
+            rechecking: false,
         }
     }
 
     /// A script call; with replicas to acknowledge (`cfg.replicas`), with
     /// its `WAIT` pipelined behind it.
-    fn eval(cx: &Cx<'_>, script: &'static crate::io::Script, keys: Vec<String>, args: Vec<String>) -> RedisOp {
+    fn eval(&self, cx: &Cx<'_>, script: &'static crate::io::Script, keys: Vec<String>, args: Vec<String>) -> RedisOp {
+        let by_sha = !self.by_source;
         match cx.cfg.replicas {
-            0 => RedisOp::Eval { script, keys, args },
+            0 => RedisOp::Eval { script, keys, args, by_sha },
             replicas => RedisOp::EvalAcked {
                 script,
                 keys,
                 args,
+                by_sha,
                 replicas,
                 // At least 1: `WAIT n 0` would block forever.
                 timeout_ms: u64::try_from(cx.cfg.replica_timeout.as_millis()).unwrap_or(u64::MAX).max(1),
@@ -238,8 +248,9 @@ impl RedisClaim {
                 &SEM_ACQUIRE
             }
         };
-        let op = Self::eval(cx, script, keys, args);
+        let op = self.eval(cx, script, keys, args);
         let id = cx.out.send(op);
+        self.rechecking = recheck;
         self.woken = false;
         self.timers.clear(Timer::Retry);
         self.phase = Phase::Acquiring { req: Some(id), sent_at: cx.now };
@@ -324,6 +335,7 @@ impl RedisClaim {
             vec![self.field.clone(), k.channel().to_owned(), k.channel().to_owned(), self.member.clone(), shard];
         let op = match self.role {
             RedisRole::Mutex => RedisOp::Eval {
+                by_sha: !self.by_source,
                 script: &LEAVE,
                 keys: vec![
                     k.lock().to_owned(),
@@ -336,11 +348,11 @@ impl RedisClaim {
             RedisRole::Read | RedisRole::Write => {
                 args.push(self.role.word().to_owned());
                 args.push(k.timeout_base().unwrap_or_default().to_owned());
-                RedisOp::Eval { script: &RW_LEAVE, keys: self.rw_keys(), args }
+                RedisOp::Eval { script: &RW_LEAVE, keys: self.rw_keys(), args, by_sha: !self.by_source }
             }
             RedisRole::Permits { count, .. } => {
                 args.push(count.to_string());
-                RedisOp::Eval { script: &SEM_LEAVE, keys: self.sem_keys(), args }
+                RedisOp::Eval { script: &SEM_LEAVE, keys: self.sem_keys(), args, by_sha: !self.by_source }
             }
         };
         let id = cx.out.send(op);
@@ -352,15 +364,15 @@ impl RedisClaim {
         let lease = self.terms.lease.as_millis().to_string();
         let op = match self.role {
             RedisRole::Mutex => {
-                Self::eval(cx, &RENEW, vec![self.keys.lock().to_owned()], vec![self.field.clone(), lease])
+                self.eval(cx, &RENEW, vec![self.keys.lock().to_owned()], vec![self.field.clone(), lease])
             }
-            RedisRole::Read | RedisRole::Write => Self::eval(
+            RedisRole::Read | RedisRole::Write => self.eval(
                 cx,
                 &RW_RENEW,
                 vec![self.keys.lock().to_owned(), self.read_timeout()],
                 vec![self.field.clone(), lease, self.role.word().to_owned()],
             ),
-            RedisRole::Permits { count, .. } => Self::eval(
+            RedisRole::Permits { count, .. } => self.eval(
                 cx,
                 &SEM_RENEW,
                 vec![self.keys.permit_timeouts().unwrap_or_default().to_owned()],
@@ -402,6 +414,24 @@ impl RedisClaim {
         self.phase = Phase::Held { token, renew: None };
         self.confirm_lease(queued_since);
         Progress::Granted(token)
+    }
+
+    /// The server did not have the script of the request in flight (it ran
+    /// nothing): the same request goes again at once, with its source. Safe
+    /// to send late because the phase is still the one that sent it: had the
+    /// claim moved on (a cancel's LEAVE sent, say), the refusal would not be
+    /// its request's and would be dropped, so a request sent again never
+    /// runs after one that was meant to follow it.
+    fn send_again_with_source(&mut self, cx: &mut Cx<'_>) -> Progress {
+        self.by_source = true;
+        match self.phase {
+            Phase::Acquiring { .. } => self.send_acquire_with(cx, self.rechecking),
+            Phase::Leaving { .. } => self.send_leave(cx),
+            Phase::Held { token, .. } => self.send_renew(cx, token),
+            // Subscriptions run no script.
+            Phase::Subscribing { .. } | Phase::Waiting | Phase::Finished => {}
+        }
+        Progress::Pending
     }
 
     fn retry_later(&mut self, cx: &Cx<'_>) {
@@ -675,6 +705,9 @@ impl Claim for RedisClaim {
     }
 
     fn on_reply(&mut self, cx: &mut Cx<'_>, id: RequestId, reply: Reply) -> Progress {
+        if is_noscript(&reply) && self.owns(id) {
+            return self.send_again_with_source(cx);
+        }
         // A transient refusal (BUSY, LOADING, READONLY, ...) is retried like
         // a request that got no answer; a try without waiting has no time
         // to retry and reports it.

@@ -1,13 +1,17 @@
 //! The Lua sources as they go on the wire: comments and indentation
 //! dropped at compile time.
 //!
-//! Why: every script call is one `EVAL` carrying its source (see
-//! [`crate::io::RedisOp::Eval`] for why not `EVALSHA`), and the server reads
-//! and hashes (SHA1) all of it before the script runs, outside what `INFO
-//! commandstats` counts. The commented sources of an acquire and a release
-//! are 6.4 KB; without comments and indentation 4.4 KB, which cut the
-//! server's CPU per uncontended acquire+release from about 23 µs to 19.5 µs
-//! here (`used_cpu_sys + used_cpu_user` over 20,000 pipelined pairs).
+//! Why: a script goes by its SHA1 (`EVALSHA`) while the server has it, and
+//! with its source (`EVAL`) when it does not (see
+//! [`crate::io::RedisOp::Eval`]); the source is what the server loads then,
+//! what operators read in `SCRIPT` listings, and what drivers that always
+//! send it (`bindings-wasm/workerd/`) send on every call, where the server
+//! reads and hashes (SHA1) all of it before the script runs, outside what
+//! `INFO commandstats` counts. The commented sources of an acquire and a
+//! release are 6.4 KB; without comments and indentation 4.4 KB, which cut
+//! the server's CPU per uncontended acquire+release by `EVAL` from about
+//! 23 µs to 19.5 µs here (`used_cpu_sys + used_cpu_user` over 20,000
+//! pipelined pairs), before the runtime sent them by SHA1.
 //! The scripts in the source files keep their comments for the reader.
 //!
 //! The rules, line by line: leading and trailing blanks go; a `--` comment

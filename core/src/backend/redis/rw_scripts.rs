@@ -75,6 +75,7 @@ end
 /// Redisson's release message.
 pub static RW_ACQUIRE: Script = Script {
     name: "polylock_rw_acquire",
+    sha1: std::sync::OnceLock::new(),
     source: lua!(concat!(
         "-- polylock rw acquire v2\n",
         lua_next_token!(),
@@ -151,6 +152,7 @@ return {0, redis.call('PTTL', KEYS[1]), head}
 /// after a write release). Returns 1 if we held the lock, else 0.
 pub static RW_LEAVE: Script = Script {
     name: "polylock_rw_leave",
+    sha1: std::sync::OnceLock::new(),
     source: lua!(concat!(
         "-- polylock rw leave v2\n",
         lua_next_token!(),
@@ -220,6 +222,7 @@ return 0
 /// Returns 1, else 0 (we lost it).
 pub static RW_RENEW: Script = Script {
     name: "polylock_rw_renew",
+    sha1: std::sync::OnceLock::new(),
     source: lua!(
         r#"-- polylock rw renew v1
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then

@@ -1,5 +1,7 @@
-//! The Lua scripts of the Redis protocol, each run as one `EVAL` (see
-//! the module docs of [`super`] for the layout they share with Redisson).
+//! The Lua scripts of the Redis protocol, each run as one `EVALSHA` (one
+//! `EVAL` with its source when the server lacks it; see
+//! [`crate::io::RedisOp::Eval`]), and the layout they share with Redisson
+//! in the module docs of [`super`].
 
 use super::lua::lua;
 use crate::io::Script;
@@ -98,6 +100,7 @@ end
 /// the time since the last grant on the old one).
 pub static ACQUIRE: Script = Script {
     name: "polylock_acquire",
+    sha1: std::sync::OnceLock::new(),
     source: lua!(concat!(
         "-- polylock acquire v10\n",
         lua_next_token!(),
@@ -187,6 +190,7 @@ return {0, pttl, head}
 /// Returns 1 if we held the lock, else 0. Used for release, cancel and cleanup.
 pub static LEAVE: Script = Script {
     name: "polylock_leave",
+    sha1: std::sync::OnceLock::new(),
     source: lua!(concat!(
         "-- polylock leave v12\n",
         lua_next_token!(),
@@ -260,6 +264,7 @@ return 0
 /// holds the lock: returns 1, else 0 (the lock is gone: we lost it).
 pub static RENEW: Script = Script {
     name: "polylock_renew",
+    sha1: std::sync::OnceLock::new(),
     source: lua!(
         r#"-- polylock renew v1
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
@@ -280,6 +285,7 @@ return 0
 /// it is `read`, every holder is a reader. Read-only.
 pub static STATUS: Script = Script {
     name: "polylock_status",
+    sha1: std::sync::OnceLock::new(),
     source: lua!(
         r#"-- polylock status v3
 if redis.call('TYPE', KEYS[1])['ok'] == 'string' then

@@ -114,6 +114,7 @@ end
 /// when the server's number of permits is not ours.
 pub static SEM_ACQUIRE: Script = Script {
     name: "polylock_sem_acquire",
+    sha1: std::sync::OnceLock::new(),
     source: lua!(concat!(
         "-- polylock sem acquire v3\n",
         lua_next_token!(),
@@ -198,6 +199,7 @@ return {0, next_expiry(), first}
 /// count as Redisson publishes it). Returns 1 if we held permits, else 0.
 pub static SEM_LEAVE: Script = Script {
     name: "polylock_sem_leave",
+    sha1: std::sync::OnceLock::new(),
     source: lua!(concat!(
         "-- polylock sem leave v3\n",
         lua_next_token!(),
@@ -228,6 +230,7 @@ return 0
 /// and unexpired. Returns 1, else 0 (we lost them).
 pub static SEM_RENEW: Script = Script {
     name: "polylock_sem_renew",
+    sha1: std::sync::OnceLock::new(),
     source: lua!(
         r#"-- polylock sem renew v1
 local t = redis.call('TIME')

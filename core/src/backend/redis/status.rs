@@ -22,7 +22,9 @@ impl RedisStatusRead {
             .chain(sem.permit_total())
             .map(str::to_owned)
             .collect();
-        (RedisStatusRead, Op::Redis(RedisOp::Eval { script: &STATUS, keys, args: vec![] }))
+        // With its source: a one-off read (`polylock status`), where EVALSHA
+        // saves little and a NOSCRIPT would need a second try.
+        (RedisStatusRead, Op::Redis(RedisOp::Eval { script: &STATUS, keys, args: vec![], by_sha: false }))
     }
 
     pub(crate) fn on_reply(&mut self, reply: Reply) -> StatusStep {
