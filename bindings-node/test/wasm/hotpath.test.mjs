@@ -14,7 +14,7 @@ import { unique } from '../helpers.mjs'
 const url = process.env.POLYLOCK_TEST_REDIS
 if (!url) throw new Error('POLYLOCK_TEST_REDIS is not set: eval "$(scripts/services env)" first')
 
-const counts = { moduleCalls: 0, commands: 0, randomDraws: 0 }
+const counts = { moduleCalls: 0, commands: 0, sources: 0, randomDraws: 0 }
 
 // Counting wrappers, in place before the package loads its module and its
 // connections (this file runs in a process of its own under `node --test`).
@@ -39,6 +39,7 @@ const Redis = require('ioredis')
 const sendCommand = Redis.prototype.sendCommand
 Redis.prototype.sendCommand = function (...xs) {
   counts.commands++
+  if (xs[0]?.name?.toLowerCase() === 'eval') counts.sources++ // a script sent with its source
   return sendCommand.apply(this, xs)
 }
 
@@ -53,7 +54,7 @@ async function costOf(op, n = 1) {
 }
 
 describe('polylock/wasm hot path', () => {
-  it('an uncontended acquire+release is 4 module calls and 2 Redis commands', async () => {
+  it('an uncontended acquire+release is 4 module calls and 2 Redis commands, by SHA1', async () => {
     const client = await connect(url)
     const lock = client.lock(unique('wasm-hotpath'))
     const got = await costOf(async () => (await lock.acquire()).release())
@@ -62,6 +63,9 @@ describe('polylock/wasm hot path', () => {
     // the leave script.
     assert.equal(got.moduleCalls, 4, JSON.stringify(got))
     assert.equal(got.commands, 2, JSON.stringify(got))
+    // Warm (the warm-up run loaded the scripts if the server lacked them):
+    // EVALSHA, no source on the wire.
+    assert.equal(got.sources, 0, JSON.stringify(got))
   })
 
   it('nonces are drawn from the OS 256 at a time, not one draw per acquire', async () => {
