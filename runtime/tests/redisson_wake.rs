@@ -94,11 +94,7 @@ async fn a_waiter_behind_a_redisson_holder_takes_the_lock_at_its_release() {
 
 /// `PUBLISH` calls the server has run, those inside scripts included.
 async fn publishes(raw: &mut redis::aio::MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(raw).await.unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_publish:"))
-        .and_then(|rest| rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?.parse().ok())
-        .unwrap_or(0)
+    command_calls(raw).await.get("publish").copied().unwrap_or(0)
 }
 
 /// A polylock release with a polylock waiter queued hands the lock over

@@ -18,27 +18,14 @@ use polylock_core::LockName;
 use support::*;
 use tokio::sync::{mpsc, oneshot};
 
-/// Commands the server ran per name since it started (`INFO` itself left out).
-async fn commandstats(raw: &mut redis::aio::MultiplexedConnection) -> HashMap<String, u64> {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(raw).await.unwrap();
-    info.lines()
-        .filter_map(|l| l.strip_prefix("cmdstat_")?.split_once(':'))
-        .filter(|(cmd, _)| *cmd != "info")
-        .map(|(cmd, rest)| {
-            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls=")).and_then(|v| v.parse().ok());
-            (cmd.to_owned(), calls.unwrap_or(0))
-        })
-        .collect()
-}
-
 /// The counts once the server is quiet (no command for 200 ms): what a
 /// client still does after its call returned (say, an unsubscribe after a
 /// grant) is counted with the call, and setup work is not counted with the next.
 async fn settled(raw: &mut redis::aio::MultiplexedConnection) -> HashMap<String, u64> {
-    let mut last = commandstats(raw).await;
+    let mut last = command_calls(raw).await;
     loop {
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let now = commandstats(raw).await;
+        let now = command_calls(raw).await;
         if now == last {
             return now;
         }

@@ -291,11 +291,7 @@ async fn a_release_and_its_handoff_survive_a_script_flush() {
     assert!(in_queue, "the waiter never queued");
     // Calls of `cmd` so far.
     let calls = |mut raw: redis::aio::MultiplexedConnection, cmd: &'static str| async move {
-        let info: String = redis::cmd("INFO").arg("commandstats").query_async(&mut raw).await.unwrap();
-        info.lines()
-            .find_map(|l| l.strip_prefix(&format!("cmdstat_{cmd}:")))
-            .and_then(|rest| rest.split(',').find_map(|kv| kv.strip_prefix("calls=")))
-            .map_or(0, |v| v.parse::<u64>().unwrap())
+        command_calls(&mut raw).await.get(cmd).copied().unwrap_or(0)
     };
     // The waiter asks once more after subscribing: flushed only after that.
     let mut last = calls(raw.clone(), "evalsha").await;

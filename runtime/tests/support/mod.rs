@@ -102,6 +102,20 @@ pub async fn raw_redis(url: &str) -> redis::aio::MultiplexedConnection {
     redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap()
 }
 
+/// Calls per command name the server has run since it started, those
+/// inside scripts included (`INFO commandstats`; `INFO` itself left out).
+pub async fn command_calls(raw: &mut redis::aio::MultiplexedConnection) -> std::collections::HashMap<String, u64> {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(raw).await.unwrap();
+    info.lines()
+        .filter_map(|l| l.strip_prefix("cmdstat_")?.split_once(':'))
+        .filter(|(cmd, _)| *cmd != "info")
+        .map(|(cmd, rest)| {
+            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls=")).and_then(|v| v.parse().ok());
+            (cmd.to_owned(), calls.unwrap_or(0))
+        })
+        .collect()
+}
+
 pub async fn raw_zk(url: &str) -> zookeeper_client::Client {
     zookeeper_client::Client::connect(&host_port(url)).await.unwrap()
 }
