@@ -245,7 +245,8 @@ def main():
             for metric in ("uncontended", "handoff"):
                 p = find(lang, b, metric, polylock=True)
                 peers = [r for r in rows if r["lang"] == lang and r["backend"] == b and r["metric"] == metric
-                         and not r["polylock"] and not r["system"].startswith(("naive", "polylock", RAW_SCRIPTS))]
+                         and not r["polylock"]
+                         and not r["system"].startswith(("naive", "polylock", "floor", RAW_SCRIPTS))]
                 if p and peers:
                     worst = max(p["p50"] / q["p50"] for q in peers)
                     targets.append((f"{lang}: faster than every {b} peer on {metric} p50", worst < 1.0,
@@ -439,14 +440,22 @@ def main():
                     "warmer and be charged less for the same commands); queue (a waiter's `lock()` until it waits) "
                     "and handoff (the holder's unlock until the waiter holds): the median of single ones, the two "
                     "systems taking turns, each between quiet snapshots (so a single script's usec there includes a "
-                    "cold server's start)."), "",
-                   "| operation | system | commands | usec | polylock / Redisson usec | commands run |",
-                   "|---|---|---:|---:|---:|---|"]
+                    "cold server's start). Server CPU (uncontended only): `INFO cpu`, user + sys, over the same "
+                    "runs, the median run's: all the server did, what commandstats leaves out included (reading "
+                    "and parsing a request, hashing an `EVAL`'s source, answering), the snapshots' own `INFO` calls "
+                    "alike for both."), "",
+                   ("| operation | system | commands | usec | polylock / Redisson usec | server CPU µs "
+                    "| polylock / Redisson CPU | commands run |"),
+                   "|---|---|---:|---:|---:|---:|---:|---|"]
             for (op, system), r in work.items():
                 other = work.get((op, "Redisson RLock"))
-                ratio = f"{r['usec'] / other['usec']:.2f}×" if system.startswith("polylock") and other else ""
+                ours = system.startswith("polylock") and other
+                ratio = f"{r['usec'] / other['usec']:.2f}×" if ours else ""
+                cpu = f"{r['cpu_us']:.1f}" if "cpu_us" in r else ""
+                cpu_ratio = f"{r['cpu_us'] / other['cpu_us']:.2f}×" if ours and "cpu_us" in r and "cpu_us" in other else ""
                 cmds = " ".join(f"{c}={v[0]:g}" for c, v in r["commands"].items())
-                md.append(f"| {op} | {system} | {r['calls']:g} | {r['usec']:.1f} | {ratio} | {cmds} |")
+                md.append(f"| {op} | {system} | {r['calls']:g} | {r['usec']:.1f} | {ratio} | {cpu} | {cpu_ratio} "
+                          f"| {cmds} |")
             md.append("")
             for op, label in (("uncontended lock+unlock", "uncontended acquire+release"),
                               ("handoff (release to grant)", "handoff")):
@@ -456,6 +465,11 @@ def main():
                                     ours["usec"] <= theirs["usec"],
                                     (f"{ours['usec'] / theirs['usec']:.2f}× ({ours['usec']:.1f} vs "
                                      f"{theirs['usec']:.1f} usec; {ours['calls']:g} vs {theirs['calls']:g} commands)")))
+                if ours and theirs and "cpu_us" in ours and "cpu_us" in theirs:
+                    targets.append((f"java: Redis server CPU per {label} at most Redisson RLock's",
+                                    ours["cpu_us"] <= theirs["cpu_us"],
+                                    (f"{ours['cpu_us'] / theirs['cpu_us']:.2f}× ({ours['cpu_us']:.1f} vs "
+                                     f"{theirs['cpu_us']:.1f} µs of `INFO cpu`, everything the server did)")))
     if "memory" in extra:
         m = extra["memory"]
         summary = (

@@ -710,16 +710,17 @@ public final class Bench {
                 + "without a command; uncontended: the mean of %d in a row, each followed by a %d ms pause, the median of %d such rounds "
                 + "taken by polylock and Redisson in turn; queue and handoff: the median of %d "
                 + "one by one, as the clients' background work (Redisson's watchdog timers and PINGs) lands in "
-                + "some of them):%n%n"
-                + "| operation | system | commands | usec | polylock / Redisson usec | commands run |%n"
-                + "|---|---|---:|---:|---:|---|%n", ServerWork.QUIET_MS, WORK_UNCONTENDED,
+                + "some of them; server CPU: `INFO cpu`, user + sys, uncontended rounds only):%n%n"
+                + "| operation | system | commands | usec | polylock / Redisson usec | server CPU µs | commands run |%n"
+                + "|---|---|---:|---:|---:|---:|---|%n", ServerWork.QUIET_MS, WORK_UNCONTENDED,
                 TimeUnit.NANOSECONDS.toMillis(ServerWork.PACE_NANOS), WORK_ROUNDS, WORK_HANDOFFS));
         for (ServerWork.Work w : work) {
             String vs = w.system().startsWith("polylock") ? work.stream()
                     .filter(o -> o.operation().equals(w.operation()) && o.system().startsWith("Redisson"))
                     .map(o -> String.format(Locale.ROOT, "%.2fx", w.usec() / o.usec())).findFirst().orElse("") : "";
-            sb.append(String.format(Locale.ROOT, "| %s | %s | %.1f | %.1f | %s | %s |%n",
-                    w.operation(), w.system(), w.calls(), w.usec(), vs, w.breakdown(false)));
+            String cpu = Double.isNaN(w.cpuUs()) ? "" : String.format(Locale.ROOT, "%.1f", w.cpuUs());
+            sb.append(String.format(Locale.ROOT, "| %s | %s | %.1f | %.1f | %s | %s | %s |%n",
+                    w.operation(), w.system(), w.calls(), w.usec(), vs, cpu, w.breakdown(false)));
         }
         return sb.toString();
     }
@@ -749,10 +750,11 @@ public final class Bench {
         for (ServerWork.Work w : work) {
             List<String> per = new ArrayList<>();
             w.perCommand().forEach((cmd, v) -> per.add(String.format(Locale.ROOT, "\"%s\": [%.2f, %.2f]", cmd, v[0], v[1])));
+            String cpu = Double.isNaN(w.cpuUs()) ? "" : String.format(Locale.ROOT, "\"cpu_us\": %.2f, ", w.cpuUs());
             entries.add(String.format(Locale.ROOT,
                     "  {\"operation\": \"server work: %s\", \"system\": \"%s\", \"calls\": %.2f, \"usec\": %.2f, "
-                            + "\"n\": %d, \"of\": \"%s\", \"commands\": {%s}}",
-                    w.operation(), w.system(), w.calls(), w.usec(), w.n(), w.how(), String.join(", ", per)));
+                            + "%s\"n\": %d, \"of\": \"%s\", \"commands\": {%s}}",
+                    w.operation(), w.system(), w.calls(), w.usec(), cpu, w.n(), w.how(), String.join(", ", per)));
         }
         return "[\n" + String.join(",\n", entries) + "\n]\n";
     }

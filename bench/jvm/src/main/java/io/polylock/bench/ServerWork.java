@@ -23,6 +23,12 @@ import redis.clients.jedis.Jedis;
  * client still sends after its call returned (an unsubscribe after a grant)
  * counts with the operation and nothing of the setup does. The counts are
  * server-wide: nothing else may use this server meanwhile.
+ *
+ * <p>Uncontended rounds also take the server's CPU time ({@code INFO cpu},
+ * user + sys): everything the server did, including what commandstats
+ * leaves out (reading and parsing requests, hashing an {@code EVAL}'s
+ * source, answering), and the snapshots' own {@code INFO} calls and the
+ * server's timer, alike for every system.
  */
 final class ServerWork {
     static final long QUIET_MS = 200;
@@ -43,7 +49,7 @@ final class ServerWork {
      * all, and per command name ({calls, usec}); {@code how} says whether a
      * mean or a median of single operations.
      */
-    record Work(String operation, String system, double calls, double usec, int n, String how,
+    record Work(String operation, String system, double calls, double usec, double cpuUs, int n, String how,
             Map<String, double[]> perCommand) {
         /** "cmd=calls ..." (with usec: "cmd=calls/usec ..."). */
         String breakdown(boolean withUsec) {
@@ -62,6 +68,17 @@ final class ServerWork {
 
     ServerWork(Jedis info) {
         this.info = info;
+    }
+
+    /** The server's CPU time so far, user + sys, in µs. */
+    long cpuUs() {
+        double seconds = 0;
+        for (String line : info.info("cpu").split("\r?\n")) {
+            if (line.startsWith("used_cpu_user:") || line.startsWith("used_cpu_sys:")) {
+                seconds += Double.parseDouble(line.substring(line.indexOf(':') + 1).trim());
+            }
+        }
+        return Math.round(seconds * 1e6);
     }
 
     Stats snapshot() {
@@ -126,16 +143,20 @@ final class ServerWork {
     }
 
     static Work report(Work w) {
-        System.err.printf(Locale.ROOT, "%-40s %-28s %6.1f commands %7.1f usec, %s of %d  (calls/usec: %s)%n",
-                w.operation(), w.system(), w.calls(), w.usec(), w.how(), w.n(), w.breakdown(true));
+        System.err.printf(Locale.ROOT, "%-40s %-28s %6.1f commands %7.1f usec %7.1f CPU us, %s of %d  (calls/usec: %s)%n",
+                w.operation(), w.system(), w.calls(), w.usec(), w.cpuUs(), w.how(), w.n(), w.breakdown(true));
         return w;
     }
 
-    /** The mean per operation of {@code d}, the work of {@code n} operations in a row. */
-    static Work mean(String operation, String system, Map<String, long[]> d, int n) {
+    /**
+     * The mean per operation of {@code d}, the work of {@code n} operations
+     * in a row, with {@code cpuUs} the server's CPU time over them.
+     */
+    static Work mean(String operation, String system, Map<String, long[]> d, long cpuUs, int n) {
         Map<String, double[]> per = new TreeMap<>();
         d.forEach((cmd, v) -> per.put(cmd, new double[] {v[0] / (double) n, v[1] / (double) n}));
-        return report(new Work(operation, system, total(d, 0) / (double) n, total(d, 1) / (double) n, n, "mean", per));
+        return report(new Work(operation, system, total(d, 0) / (double) n, total(d, 1) / (double) n,
+                cpuUs / (double) n, n, "mean", per));
     }
 
     /**
@@ -153,7 +174,8 @@ final class ServerWork {
         long[] usec = ops.stream().mapToLong(d -> total(d, 1)).sorted().toArray();
         Map<String, double[]> per = new TreeMap<>();
         mid.forEach((cmd, v) -> per.put(cmd, new double[] {v[0], v[1]}));
-        return report(new Work(operation, system, total(mid, 0), usec[usec.length / 2], ops.size(), "median", per));
+        return report(new Work(operation, system, total(mid, 0), usec[usec.length / 2], Double.NaN, ops.size(),
+                "median", per));
     }
 
     /** The pause after each uncontended lock+unlock: see {@link #uncontended}. */
@@ -163,7 +185,8 @@ final class ServerWork {
      * Per uncontended lock+unlock: {@code rounds} rounds of each system in
      * turn (A, B, A, B, ...), each round {@code n} lock+unlocks between two
      * quiet snapshots, every one followed by the same pause of PACE_NANOS;
-     * per system, the round with the median usec. Paced and taken in turns
+     * per system, the round with the median usec, and the median round's
+     * CPU time (of its own rounds, as for usec). Paced and taken in turns
      * because a server's usec per command depends on how warm its caches are:
      * back to back, the faster client would keep the server warmer and so be
      * charged less for the same commands, and a drift over the run (the
@@ -171,28 +194,34 @@ final class ServerWork {
      */
     Work[] uncontended(List<String> systems, List<Bench.Locker> locks, int rounds, int n) throws Exception {
         List<List<Map<String, long[]>>> perSystem = new ArrayList<>();
+        List<List<Long>> cpu = new ArrayList<>();
         for (Bench.Locker lock : locks) {
             lock.lock();
             lock.unlock();
             perSystem.add(new ArrayList<>());
+            cpu.add(new ArrayList<>());
         }
         for (int r = 0; r < rounds; r++) {
             for (int s = 0; s < locks.size(); s++) {
                 Bench.Locker lock = locks.get(s);
                 Stats before = settled(null);
+                long cpuBefore = cpuUs();
                 for (int i = 0; i < n; i++) {
                     lock.lock();
                     lock.unlock();
                     LockSupport.parkNanos(PACE_NANOS);
                 }
-                perSystem.get(s).add(delta(before, settled(null)));
+                Stats after = settled(null);
+                cpu.get(s).add(cpuUs() - cpuBefore);
+                perSystem.get(s).add(delta(before, after));
             }
         }
         Work[] out = new Work[locks.size()];
         for (int s = 0; s < locks.size(); s++) {
             List<Map<String, long[]>> byUsec = new ArrayList<>(perSystem.get(s));
             byUsec.sort(Comparator.comparingLong(d -> total(d, 1)));
-            out[s] = mean("uncontended lock+unlock", systems.get(s), byUsec.get(byUsec.size() / 2), n);
+            long medianCpu = cpu.get(s).stream().sorted().toList().get(rounds / 2);
+            out[s] = mean("uncontended lock+unlock", systems.get(s), byUsec.get(byUsec.size() / 2), medianCpu, n);
         }
         return out;
     }
