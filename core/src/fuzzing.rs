@@ -135,8 +135,9 @@ fn reply(b: &mut Bytes<'_>) -> Reply {
         7 => Reply::NoNode,
         8 => Reply::Done,
         9 => Reply::Failed(TransportError { message: "fuzz".into() }),
-        // A refusal that is fatal, or one that is a passing server state.
-        10 => Reply::Refused(if v % 2 == 0 { "ERR fuzz" } else { "BUSY fuzz" }.into()),
+        // A refusal that is fatal, one that is a passing server state, or a
+        // script the server lacks (sent again with its source).
+        10 => Reply::Refused(["ERR fuzz", "BUSY fuzz", "NOSCRIPT fuzz"][v.rem_euclid(3) as usize].into()),
         _ => Reply::Redis(RedisValue::Status("OK".into())),
     }
 }
