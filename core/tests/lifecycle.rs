@@ -143,9 +143,9 @@ fn a_timed_out_redis_waiter_reports_once_its_leave_is_answered() {
     assert_eq!(events(&mut m), vec![Event::Failed { ticket, owner: OwnerId(1), error: Error::Timeout }]);
 }
 
-/// The mutex scripts send a grant's token as decimal digits (they never
-/// make it a Lua number); older scripts and the read-write and semaphore
-/// scripts send an integer. Both are read as the same token; anything else
+/// The scripts send a grant's token as decimal digits (they never make it a
+/// Lua number); older scripts sent an integer. Both are read as the same
+/// token; anything else
 /// in the token's place (a sign, a blank, a fraction, no digits, more than
 /// 64 bits) is a protocol error, never a grant with a made-up token.
 #[test]

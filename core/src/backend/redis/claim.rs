@@ -659,9 +659,9 @@ fn permits_mismatch(reply: &Reply) -> Option<u32> {
 /// Reads `{flag, value[, first]}` from an acquire reply (`first`, whether
 /// a queued waiter is first in line, taken as yes when absent: a wake-up
 /// too many costs one acquire, one too few a wait). A grant's token comes
-/// as a decimal string from the mutex scripts (they never turn it into a
-/// Lua number: see `lua_next_token!`) and as an integer from the others.
-/// `Ok(None)` means no answer.
+/// as a decimal string (the scripts never turn it into a Lua number: see
+/// `lua_next_token!`); as an integer it is read too (scripts before
+/// acquire v10, and a driver that converts). `Ok(None)` means no answer.
 fn parse_pair(reply: &Reply) -> Result<Option<(bool, i64, bool)>, Error> {
     let refused = || Error::Protocol(format!("unexpected acquire reply {reply:?}"));
     let Reply::Redis(RedisValue::Array(items)) = reply else {
