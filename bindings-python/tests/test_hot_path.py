@@ -68,8 +68,16 @@ def test_a_quick_answer_reaches_a_caller_that_never_slept(
     calls = 2 * ROUNDS
     assert (spun_now - spun) + (slept_now - slept) >= calls
     if backend == "redis":
-        # A slow machine may sleep through many; not through all.
-        assert spun_now - spun > 0, f"none of {calls} calls was answered while spinning"
+        # A slow spell of the machine may sleep through many, and after 8
+        # misses only one call in 32 spins; over five batches, not through
+        # all (without the spin, every batch has none).
+        batches = 1
+        while spun_now - spun == 0 and batches < 5:
+            (spun, _, _), (spun_now, _, _) = counted(client, _native.caller_waits)
+            batches += 1
+        assert spun_now - spun > 0, (
+            f"none of {calls} calls was answered while spinning, {batches} times"
+        )
     else:
         wasted = missed_now - missed
         assert wasted <= calls // 4, f"{wasted} of {calls} calls spun for nothing"
