@@ -34,10 +34,36 @@ pub fn next_owner_id() -> i64 {
 /// call spawns, the Redis/ZooKeeper connection driver and the reply's waker
 /// all run on the same thread, so each call costs one hop from the JS thread
 /// and one back, not extra wake-ups between tokio workers (measured: about
-/// half the per-call overhead of napi's default runtime on 2 cores).
+/// half the per-call overhead of napi's default runtime on 2 cores). Every
+/// call that goes to the server runs through `hot_worker::call`, which keeps
+/// that thread awake in a busy spell, so the hop there costs no wake-up.
 #[napi_derive::module_init]
 fn init() {
     if let Ok(rt) = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build() {
+        let _ = RUNTIME.set(rt.handle().clone());
         napi::bindgen_prelude::create_custom_tokio_runtime(rt);
     }
+}
+
+static RUNTIME: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
+
+/// Tests: how often the runtime's thread has gone to sleep or woken so far.
+#[napi]
+pub fn runtime_wakes() -> f64 {
+    RUNTIME.get().map_or(0.0, |h| polylock::blocking::thread_wakes(h) as f64)
+}
+
+/// Tests: how the runtime's thread was kept awake between calls so far.
+#[napi(object)]
+pub struct HotCounts {
+    pub spells: f64,
+    pub ended_while_spinning: f64,
+    pub missed: f64,
+}
+
+/// Tests: see `HotCounts`.
+#[napi]
+pub fn hot_counts() -> HotCounts {
+    let c = polylock::blocking::hot_worker::hot_counts();
+    HotCounts { spells: c.spells as f64, ended_while_spinning: c.ended_while_spinning as f64, missed: c.missed as f64 }
 }

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::errors::{binding_error, millis, to_napi, NapiErrorExt};
 use crate::guard::NativeGuard;
+use polylock::blocking::hot_worker::call as hot;
 use polylock::ErrorKind;
 
 #[napi]
@@ -47,10 +48,10 @@ impl NativeLock {
         let owner = owner_id(owner)?;
         let timeout = timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
         let lock = self.lock.clone();
-        env.spawn_future(async move {
+        env.spawn_future(hot(async move {
             let g = lock.acquire_as(owner, timeout).await.napi_err()?;
             Ok(NativeGuard::new(lock, g))
-        })
+        }))
     }
 
     /// Like `acquire`; `canceller.cancel()` abandons the wait (the promise
@@ -67,7 +68,7 @@ impl NativeLock {
         let timeout = timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
         let lock = self.lock.clone();
         let mut cancelled = canceller.receiver();
-        env.spawn_future(async move {
+        env.spawn_future(hot(async move {
             tokio::select! {
                 r = lock.acquire_as(owner, timeout) => r.map(|g| NativeGuard::new(lock.clone(), g)).napi_err(),
                 _ = async {
@@ -77,7 +78,7 @@ impl NativeLock {
                     }
                 } => Err(to_napi(polylock::Error::Cancelled)),
             }
-        })
+        }))
     }
 
     /// How many times `owner` holds this lock in this client.

@@ -1,6 +1,8 @@
-//! For callers on threads outside the runtime (the Python and JVM
-//! bindings): run a future on the runtime and wait for its outcome in
-//! slices, so that the caller can answer an interrupt between them.
+//! For callers on threads outside the runtime. The Python and JVM
+//! bindings block: they run a future on the runtime and wait for its
+//! outcome in slices, so that the caller can answer an interrupt between
+//! them. The Node binding's event loop does not block: [`hot_worker`]
+//! keeps the runtime's thread awake between its calls instead.
 //!
 //! The outcome comes over a std channel, waited on with its own timeout. A
 //! tokio timer per slice would wake the runtime's thread to re-arm its
@@ -40,6 +42,7 @@ pub enum Slice<T> {
 
 pub use spin::{wait_counts, WaitCounts, BUSY_SPELL, SPIN};
 
+pub mod hot_worker;
 mod spin;
 
 impl<T: Send + 'static> Sliced<T> {

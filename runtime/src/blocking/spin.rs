@@ -76,7 +76,7 @@ fn epoch() -> Instant {
     *EPOCH.get_or_init(Instant::now)
 }
 
-fn nanos_since_epoch() -> u64 {
+pub(super) fn nanos_since_epoch() -> u64 {
     // Never 0 (that means "never"): the epoch is set before the first read.
     u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX).max(1)
 }
@@ -88,13 +88,13 @@ pub(super) fn outcome_taken() {
 
 /// Whether a call starting at `now` (ns) is in a busy spell: an outcome
 /// was taken at `last` (ns, 0 for never), less than BUSY_SPELL before.
-fn in_busy_spell(last: u64, now: u64) -> bool {
+pub(super) fn in_busy_spell(last: u64, now: u64) -> bool {
     last != 0 && now.saturating_sub(last) < BUSY_SPELL.as_nanos() as u64
 }
 
 /// Whether spinning pays lately: it stops after MAX_MISSES misses in a row
 /// and probes once in PROBE_EVERY waits until a spin hits again.
-struct SpinPolicy {
+pub(super) struct SpinPolicy {
     /// Spins in a row that missed (saturating at MAX_MISSES).
     misses: AtomicU32,
     /// Waits begun while spins miss: every PROBE_EVERY-th of them spins.
@@ -102,20 +102,20 @@ struct SpinPolicy {
 }
 
 impl SpinPolicy {
-    const fn new() -> Self {
+    pub(super) const fn new() -> Self {
         SpinPolicy { misses: AtomicU32::new(0), probes: AtomicU32::new(0) }
     }
 
-    fn may_spin(&self) -> bool {
+    pub(super) fn may_spin(&self) -> bool {
         self.misses.load(Ordering::Relaxed) < MAX_MISSES
             || self.probes.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == 0
     }
 
-    fn hit(&self) {
+    pub(super) fn hit(&self) {
         self.misses.store(0, Ordering::Relaxed);
     }
 
-    fn missed(&self) {
+    pub(super) fn missed(&self) {
         let _ = self.misses.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| Some((m + 1).min(MAX_MISSES)));
     }
 }
