@@ -3,15 +3,22 @@ runtime's thread goes to sleep or wakes (tokio's park and unpark count)
 per uncontended acquire+release.
 
 Each blocking call hands its work to the runtime's one worker and waits for
-the outcome on a std channel. At most, the worker then wakes for the call,
-sleeps while the request is out, wakes for the reply and sleeps again: 4
-counts per call, 8 per acquire+release; on ZooKeeper, the create's and the
-pipelined getChildren's replies can come apart (2 more) and the watch that
-our delete fires can wake it once more (12). Counted here: 4.2 to 5.7 on
-Redis, 5.7 to 8.4 on ZooKeeper (a reply that comes before the worker sleeps
-saves a sleep). The runtime's default two workers made 11.3 and 21.2, and
-12.6 and 21.0 with a tokio timer armed per call as well: a change that
-brings either back, or adds a hop, fails this and must say why.
+the outcome on a std channel. Left to itself, the worker then wakes for the
+call, sleeps while the request is out, wakes for the reply and sleeps
+again: 4 counts per call, 8 per acquire+release; on ZooKeeper, the create's
+and the pipelined getChildren's replies can come apart (2 more) and the
+watch that our delete fires can wake it once more (12). The runtime's
+default two workers made 11.3 and 21.2, and 12.6 and 21.0 with a tokio
+timer armed per call as well: a change that brings either back, or adds a
+hop, fails this and must say why.
+
+In a busy spell the worker is not left to itself: while calls are in flight,
+and for 100 µs after the last, a spinner task keeps it awake
+(polylock::blocking::hot_worker), so a Redis call and its reply wake
+nothing: 4.2 to 5.7 counts per acquire+release without it, 0 to 0.1 with
+it. A ZooKeeper write waits for the disk, longer than the spinner's 200 µs
+without a reply, so there it soon stops spinning and the counts are the
+ones above.
 
 The caller's own thread: it spins up to 200 µs for its outcome before it
 sleeps (polylock::blocking), so that a quick answer costs it no wake-up
@@ -34,8 +41,10 @@ from conftest import unique
 from polylock import _native
 
 ROUNDS = 200
-# The most one worker makes (see above), and a little slack for a stray wake-up.
-BOUND = {"redis": 8.5, "zookeeper": 12.5}
+# On Redis, the most a worker kept awake makes (see above) with slack for a
+# spell that ended; on ZooKeeper, the most one worker makes left to itself,
+# and a little slack for a stray wake-up.
+BOUND = {"redis": 1.0, "zookeeper": 12.5}
 T = TypeVar("T")
 
 
@@ -57,8 +66,16 @@ def test_an_uncontended_acquire_release_wakes_the_runtime_thread_a_few_times(
     backend: str, client: polylock.Client
 ) -> None:
     before, after = counted(client, _native.runtime_wakes)
+    if backend == "redis":
+        # A slow spell of the machine can end spells without a reply, and
+        # after 8 such misses only one spell in 32 spins: up to five batches
+        # before concluding the worker is not kept awake.
+        for _ in range(4):
+            if (after - before) / ROUNDS <= BOUND[backend]:
+                break
+            before, after = counted(client, _native.runtime_wakes)
     per_round = (after - before) / ROUNDS
-    assert 0 < per_round <= BOUND[backend], f"{per_round:.2f} runtime wake-ups per acquire+release"
+    assert per_round <= BOUND[backend], f"{per_round:.2f} runtime wake-ups per acquire+release"
 
 
 def test_a_quick_answer_reaches_a_caller_that_never_slept(

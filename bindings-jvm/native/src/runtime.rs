@@ -24,9 +24,10 @@ static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| {
         .expect("cannot start the polylock tokio runtime")
 });
 
-/// Runs `fut` to completion on the calling (Java) thread.
+/// Runs `fut` to completion on the calling (Java) thread, as one
+/// `hot_worker::call`: its requests and replies are carried by the worker.
 pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
-    RUNTIME.block_on(fut)
+    RUNTIME.block_on(polylock::blocking::hot_worker::call(fut))
 }
 
 /// Runs `fut` in the background on the runtime's worker.

@@ -1,8 +1,9 @@
 //! For callers on threads outside the runtime. The Python and JVM
 //! bindings block: they run a future on the runtime and wait for its
 //! outcome in slices, so that the caller can answer an interrupt between
-//! them. The Node binding's event loop does not block: [`hot_worker`]
-//! keeps the runtime's thread awake between its calls instead.
+//! them. The Node binding's event loop does not block; it spawns its calls
+//! itself. Every binding's calls run through [`hot_worker::call`], which
+//! keeps the runtime's thread awake in a busy spell of quick calls.
 //!
 //! The outcome comes over a std channel, waited on with its own timeout. A
 //! tokio timer per slice would wake the runtime's thread to re-arm its
@@ -46,12 +47,12 @@ pub mod hot_worker;
 mod spin;
 
 impl<T: Send + 'static> Sliced<T> {
-    /// Spawns `fut` on `runtime`.
+    /// Spawns `fut` on `runtime`, as one [`hot_worker::call`].
     pub fn spawn(runtime: &Handle, fut: impl Future<Output = T> + Send + 'static) -> Self {
         let (tx, outcome) = mpsc::sync_channel(1);
-        let task = runtime.spawn(async move {
+        let task = runtime.spawn(hot_worker::call(async move {
             let _ = tx.send(fut.await);
-        });
+        }));
         Sliced {
             runtime: runtime.clone(),
             task,

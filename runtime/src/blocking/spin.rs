@@ -43,7 +43,7 @@ pub const BUSY_SPELL: Duration = Duration::from_millis(1);
 
 /// Spins in a row that ended without the outcome, after which waits only
 /// probe (see the module docs).
-const MAX_MISSES: u32 = 8;
+pub(super) const MAX_MISSES: u32 = 8;
 /// While spins miss, one wait in this many spins.
 const PROBE_EVERY: u32 = 32;
 
@@ -109,6 +109,11 @@ impl SpinPolicy {
     pub(super) fn may_spin(&self) -> bool {
         self.misses.load(Ordering::Relaxed) < MAX_MISSES
             || self.probes.fetch_add(1, Ordering::Relaxed) % PROBE_EVERY == 0
+    }
+
+    /// Whether spins paid lately: fewer than MAX_MISSES misses in a row.
+    pub(super) fn pays(&self) -> bool {
+        self.misses.load(Ordering::Relaxed) < MAX_MISSES
     }
 
     pub(super) fn hit(&self) {

@@ -15,20 +15,26 @@ import org.junit.jupiter.params.provider.MethodSource;
  *
  * <p>{@code lock()} hands its acquire to the runtime's one worker and waits
  * for the outcome on a channel; {@code unlock()} runs the release on the
- * Java thread, its request and reply carried by the worker. At most, the
- * worker wakes for each request and its reply and sleeps after each: 8 per
- * lock+unlock; on ZooKeeper, the create's and the pipelined getChildren's
- * replies can come apart (2 more) and the watch our delete fires can wake it
- * once more (12). BOUND is that most, with a little slack for a stray
- * wake-up. Counted here: 5.9 on Redis, 6.3 to 8.3 on ZooKeeper; the former
- * runtime (2 workers, a tokio timer armed per wait) made 10.5 and 19.7. A
- * change that brings either back, or adds a hop, fails here and must say
- * why.
+ * Java thread, its request and reply carried by the worker. Left to itself,
+ * the worker wakes for each request and its reply and sleeps after each: 8
+ * per lock+unlock; on ZooKeeper, the create's and the pipelined
+ * getChildren's replies can come apart (2 more) and the watch our delete
+ * fires can wake it once more (12). Counted: 5.9 on Redis, 6.3 to 9.1 on
+ * ZooKeeper; the former runtime (2 workers, a tokio timer armed per wait)
+ * made 10.5 and 19.7. A change that brings either back, or adds a hop,
+ * fails here and must say why.
+ *
+ * <p>In a busy spell of quick calls the worker is not left to itself: a
+ * spinner task keeps it awake while they are in flight
+ * (polylock::blocking::hot_worker), so a Redis lock+unlock wakes nothing:
+ * 0 to 0.1 counts. A ZooKeeper write waits for the disk, longer than the
+ * spinner's 200 µs, so there nothing spins and the counts are the ones
+ * above. BOUND: those most, with a little slack.
  */
 @Timeout(120)
 class RuntimeWakesTest {
     private static final int ROUNDS = 200;
-    private static final Map<String, Double> BOUND = Map.of("redis", 8.5, "zk", 12.5);
+    private static final Map<String, Double> BOUND = Map.of("redis", 1.0, "zk", 12.5);
 
     static java.util.stream.Stream<String> backends() {
         return Servers.both();
@@ -43,15 +49,20 @@ class RuntimeWakesTest {
                 lock.lock();
                 lock.unlock();
             }
-            long before = Native.runtimeWakes();
-            for (int i = 0; i < ROUNDS; i++) {
-                lock.lock();
-                lock.unlock();
-            }
-            double perRound = (Native.runtimeWakes() - before) / (double) ROUNDS;
             double bound = BOUND.get(url.startsWith("redis") ? "redis" : "zk");
+            // A slow spell of the machine can end the spinner's spells
+            // without a reply: up to five batches before concluding.
+            double perRound = Double.MAX_VALUE;
+            for (int batch = 0; batch < 5 && perRound > bound; batch++) {
+                long before = Native.runtimeWakes();
+                for (int i = 0; i < ROUNDS; i++) {
+                    lock.lock();
+                    lock.unlock();
+                }
+                perRound = (Native.runtimeWakes() - before) / (double) ROUNDS;
+            }
             System.out.printf("runtime wake-ups per lock+unlock on %s: %.2f%n", url, perRound);
-            assertTrue(perRound > 0 && perRound <= bound,
+            assertTrue(perRound <= bound,
                     String.format("%.2f runtime wake-ups per lock+unlock (at most %.1f)", perRound, bound));
         }
     }
