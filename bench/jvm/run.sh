@@ -9,4 +9,6 @@ if [[ -z "${POLYLOCK_TEST_REDIS:-}" || -z "${POLYLOCK_TEST_ZK:-}" ]]; then
     eval "$(scripts/services env)"
 fi
 mvn -B -q -f bindings-jvm/pom.xml install -DskipTests
+# The harness asks the Rust benchmark binary for polylock's raw script calls.
+cargo build --release -q -p polylock-bench
 mvn -B -q -f bench/jvm/pom.xml compile exec:java -Dexec.args="bench/jvm" "$@"

@@ -19,6 +19,8 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.function.IntFunction;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.polylock.DistributedLock;
 import io.polylock.LockClient;
 import org.apache.curator.framework.CuratorFramework;
@@ -109,9 +111,11 @@ public final class Bench {
             String cname = "/" + run + "-curator";
             Map<String, Row> u = interleaved("uncontended lock+unlock", Map.of(
                     "ZooKeeper exists", () -> zk.exists("/", false),
+                    ZK_RAW_LOCK, lockUnlock(rawZkRequests(zk, "/" + run + "-zk-raw")),
                     "polylock (zk)", lockUnlock(polylock(a, name)),
                     "Curator InterProcessMutex", lockUnlock(curatorLocker(ca, cname))));
             rows.add(floorRow(u.get("ZooKeeper exists")));
+            rows.add(u.get(ZK_RAW_LOCK));
             rows.add(u.get("polylock (zk)"));
             rows.add(handoff("polylock (zk)", polylock(a, name + "-h"), polylock(b, name + "-h")));
             rows.add(u.get("Curator InterProcessMutex"));
@@ -152,11 +156,17 @@ public final class Bench {
                 LockClient b = LockClient.connect(redisUrl)) {
             String name = run + "-redis";
             String rname = run + "-redisson";
+            List<ScriptCall> scripts = rawScriptCalls(run + "-raw");
+            for (ScriptCall c : scripts) {
+                jedis.scriptLoad(c.source());
+            }
             Map<String, Row> u = interleaved("uncontended lock+unlock", Map.of(
                     "Redis PING", jedis::ping,
+                    RAW_SCRIPTS, () -> scripts.forEach(c -> jedis.evalsha(c.sha(), c.keys(), c.args())),
                     "polylock (redis)", lockUnlock(polylock(a, name)),
                     "Redisson RLock", lockUnlock(redissonLocker(ra, rname))));
             rows.add(floorRow(u.get("Redis PING")));
+            rows.add(u.get(RAW_SCRIPTS));
             rows.add(u.get("polylock (redis)"));
             rows.add(handoff("polylock (redis)", polylock(a, name + "-h"), polylock(b, name + "-h")));
             rows.add(u.get("Redisson RLock"));
@@ -561,6 +571,40 @@ public final class Bench {
 
     static final String ZK_RAW_REQUESTS = "floor: a lock's ZooKeeper requests, raw";
 
+    /** The uncontended rows of polylock's own requests, sent with no polylock code (as in the other languages' reports). */
+    static final String RAW_SCRIPTS = "raw: polylock's scripts, no polylock code";
+    static final String ZK_RAW_LOCK = "raw: polylock's zookeeper requests pipelined, no polylock code";
+
+    /** One of polylock's script calls: by SHA1, as polylock sends them once the server has the script. */
+    record ScriptCall(String source, String sha, List<String> keys, List<String> args) {}
+
+    /**
+     * polylock's uncontended acquire and release on {@code name} as the two
+     * script calls its runtime sends, from the Rust benchmark binary (one
+     * definition for every language; bench/jvm/run.sh builds it).
+     */
+    static List<ScriptCall> rawScriptCalls(String name) throws Exception {
+        String target = System.getenv().getOrDefault("CARGO_TARGET_DIR", Path.of("target").toAbsolutePath().toString());
+        Process p = new ProcessBuilder(target + "/release/polylock-bench", "--print-raw-scripts", name)
+                .redirectError(ProcessBuilder.Redirect.INHERIT).start();
+        byte[] json = p.getInputStream().readAllBytes();
+        if (p.waitFor() != 0) {
+            throw new IllegalStateException("polylock-bench --print-raw-scripts failed");
+        }
+        List<ScriptCall> calls = new ArrayList<>();
+        for (JsonNode c : new ObjectMapper().readTree(json)) {
+            calls.add(new ScriptCall(c.get("source").asText(), c.get("sha").asText(),
+                    strings(c.get("keys")), strings(c.get("args"))));
+        }
+        return calls;
+    }
+
+    static List<String> strings(JsonNode array) {
+        List<String> out = new ArrayList<>();
+        array.forEach(n -> out.add(n.asText()));
+        return out;
+    }
+
     /** The raw floor's children watch: its event is received and dropped, as polylock's holder drops it. */
     static final Watcher IGNORED = event -> { };
 
@@ -672,7 +716,7 @@ public final class Bench {
         sb.append("| operation | system | p50 µs | p99 µs | p99/p50 | p50 vs floor | p50 vs Curator/Redisson |\n");
         sb.append("|---|---|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
-            boolean zkSide = r.system().contains("zk") || r.system().contains("Curator") || r.system().contains("ZooKeeper");
+            boolean zkSide = r.system().contains("zk") || r.system().contains("Curator") || r.system().toLowerCase(Locale.ROOT).contains("zookeeper");
             Row floor = by.get("floor: 1 round trip|" + (zkSide ? "ZooKeeper exists" : "Redis PING"));
             boolean rw = r.operation().equals(RW_READ) || r.operation().equals(RW_HANDOFF);
             boolean sem = r.operation().equals(SEM_ONE) || r.operation().equals(SEM_HANDOFF);
