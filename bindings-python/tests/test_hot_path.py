@@ -33,10 +33,14 @@ the server and the next holder, and a spinner would take a core from them
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from typing import Callable, TypeVar
 
 import polylock
+import pytest
 from conftest import unique
 from polylock import _native
 
@@ -115,3 +119,41 @@ def test_a_call_after_a_quiet_spell_sleeps_without_spinning(
     spun_now, missed_now, slept_now = _native.caller_waits()
     assert (spun_now - spun, missed_now - missed) == (0, 0), "a call after a quiet spell spun"
     assert slept_now - slept >= 20
+
+
+# A busy loop of ROUNDS acquire+release in a process of its own, which
+# prints (runtime wake-ups per round, calls answered while spinning).
+_BUSY_LOOP = """
+import sys, polylock
+from polylock import _native
+client = polylock.connect(sys.argv[1])
+lock = client.lock(sys.argv[2])
+for _ in range(20):
+    with lock:
+        pass
+wakes, (spun, _, _) = _native.runtime_wakes(), _native.caller_waits()
+for _ in range(int(sys.argv[3])):
+    with lock:
+        pass
+print((_native.runtime_wakes() - wakes) / int(sys.argv[3]), _native.caller_waits()[0] - spun)
+client.close()
+"""
+
+
+def test_polylock_spin_0_turns_every_spin_off(backend: str, url: str) -> None:
+    if backend != "redis":
+        pytest.skip("on ZooKeeper nothing spins for long anyway: its writes wait for the disk")
+    env = {**os.environ, "POLYLOCK_SPIN": "0"}
+    out = subprocess.run(
+        [sys.executable, "-c", _BUSY_LOOP, url, unique("spin-off"), str(ROUNDS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
+    wakes, spun = float(out[0]), int(out[1])
+    # Kept awake, the runtime's thread makes at most BOUND (see the top);
+    # left to itself, 4 or more per round.
+    assert wakes > 2 * BOUND[backend], f"{wakes:.2f} runtime wake-ups per round, POLYLOCK_SPIN=0"
+    assert spun == 0, f"{spun} calls were answered while spinning with POLYLOCK_SPIN=0"

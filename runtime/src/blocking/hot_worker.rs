@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 #[cfg(test)]
 use super::spin::MAX_MISSES;
-use super::spin::{in_busy_spell, nanos_since_epoch, SpinPolicy, SPIN};
+use super::spin::{in_busy_spell, nanos_since_epoch, spinning_allowed, SpinPolicy, SPIN};
 
 /// How long after the last call ends the thread stays awake for the next:
 /// longer than an event loop's turn from one promise to its next call.
@@ -74,10 +74,11 @@ pub fn hot_counts() -> HotCounts {
     }
 }
 
-/// Runs `fut` as one call of an event loop: counted in flight while it
-/// runs, starting a spinner if this call begins a busy spell's spinning.
-/// Spawn it on the runtime (its first poll, on the runtime's thread, is
-/// where the spinner is spawned: no wake-up for that).
+/// Runs `fut` as one call of a binding: counted in flight while it runs,
+/// starting a spinner if this call begins a busy spell's spinning. Spawn
+/// it on the runtime (its first poll, on the runtime's thread, is where the
+/// spinner is spawned: no wake-up for that); polled outside any runtime,
+/// it spins nothing.
 pub async fn call<F: Future>(fut: F) -> F::Output {
     let _call = Call::begin();
     fut.await
@@ -92,13 +93,17 @@ struct Call {
 impl Call {
     fn begin() -> Self {
         IN_FLIGHT.fetch_add(1, Ordering::Relaxed);
-        if in_busy_spell(LAST_END.load(Ordering::Relaxed), nanos_since_epoch())
+        if spinning_allowed()
+            && in_busy_spell(LAST_END.load(Ordering::Relaxed), nanos_since_epoch())
             && !SPINNING.load(Ordering::Relaxed)
             && POLICY.pays()
-            && !SPINNING.swap(true, Ordering::AcqRel)
         {
-            SPELLS.fetch_add(1, Ordering::Relaxed);
-            tokio::spawn(spin());
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                if !SPINNING.swap(true, Ordering::AcqRel) {
+                    SPELLS.fetch_add(1, Ordering::Relaxed);
+                    runtime.spawn(spin());
+                }
+            }
         }
         Call { start: Instant::now() }
     }

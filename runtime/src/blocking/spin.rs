@@ -32,6 +32,20 @@ use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+/// Whether this process may spin at all: `POLYLOCK_SPIN=0` (or `off`,
+/// `false`, `no`) in its environment turns off both the callers' spin and
+/// the runtime thread's ([`super::hot_worker`]), for a process whose CPU is
+/// scarcer than its latency (a container with a small CPU quota). Read once.
+pub fn spinning_allowed() -> bool {
+    static ALLOWED: OnceLock<bool> = OnceLock::new();
+    *ALLOWED.get_or_init(|| allowed_by(std::env::var("POLYLOCK_SPIN").ok().as_deref()))
+}
+
+/// What `POLYLOCK_SPIN` set to `value` (unset: `None`) allows.
+fn allowed_by(value: Option<&str>) -> bool {
+    !matches!(value.map(|v| v.trim().to_ascii_lowercase()).as_deref(), Some("0" | "off" | "false" | "no"))
+}
+
 /// How long a caller spins for its outcome before it sleeps.
 pub const SPIN: Duration = Duration::from_micros(200);
 
@@ -156,7 +170,8 @@ pub fn wait_counts() -> WaitCounts {
 /// process is not in a busy spell, or spinning has not paid lately (and
 /// this wait does not probe).
 pub(super) fn spin<T>(outcome: &Receiver<T>, budget: Duration) -> Option<T> {
-    if IN_FLIGHT.load(Ordering::Relaxed) > 1
+    if !spinning_allowed()
+        || IN_FLIGHT.load(Ordering::Relaxed) > 1
         || !in_busy_spell(LAST_OUTCOME.load(Ordering::Relaxed), nanos_since_epoch())
         || !POLICY.may_spin()
     {
@@ -197,6 +212,16 @@ mod tests {
         assert!(in_busy_spell(1_000, 1_000 + spell - 1));
         assert!(!in_busy_spell(1_000, 1_000 + spell), "a quiet spell of BUSY_SPELL");
         assert!(in_busy_spell(2_000, 1_000), "an outcome taken meanwhile by another thread");
+    }
+
+    #[test]
+    fn polylock_spin_turns_spinning_off_with_a_no_and_leaves_it_on_otherwise() {
+        for off in ["0", "off", "OFF", " false ", "no"] {
+            assert!(!allowed_by(Some(off)), "{off:?}");
+        }
+        for on in [None, Some("1"), Some("on"), Some(""), Some("yes")] {
+            assert!(allowed_by(on), "{on:?}");
+        }
     }
 
     #[test]
