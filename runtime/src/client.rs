@@ -166,7 +166,7 @@ impl Client {
     /// Reads the lock's state from the server. Read-only; decoded by the core.
     pub async fn status(&self, name: &str) -> Result<Status> {
         let n = LockName::new(name).map_err(|e| Error::from_core(name, e))?;
-        read_status(&self.exec, self.backend, &n).await
+        self.exec.status(self.backend, &n).await
     }
 
     /// Releases every held lock, fails every pending acquire with
@@ -180,19 +180,5 @@ impl Client {
         while !self.exec.is_quiet() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-    }
-}
-
-/// One status read of `name` (what [`Client::status`] and
-/// [`crate::Semaphore::available_permits`] answer from).
-pub(crate) async fn read_status(exec: &Arc<Executor>, backend: Backend, name: &LockName) -> Result<Status> {
-    let (mut rx, started) = exec.read_status(name);
-    match exec.drive_until(started, &mut rx).await {
-        Some(Ok(status)) => Ok(status),
-        Some(Err(polylock_core::Error::NoAnswer(reason))) => {
-            Err(Error::Connect { addr: backend.as_str().into(), reason })
-        }
-        Some(Err(e)) => Err(Error::from_core(name.as_str(), e)),
-        None => Err(Error::Closed),
     }
 }

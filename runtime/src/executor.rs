@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use polylock_core::{
-    AcquireOptions, Event, FencingToken, Instant, LockConfig, LockMode, LockName, LockStatus, LockTable, LossReason,
-    Nonce, Output, OwnerId, ReleaseId, ReleaseProgress, Reply, RequestId, StatusId, Ticket,
+    AcquireOptions, Backend, Event, FencingToken, Instant, LockConfig, LockMode, LockName, LockStatus, LockTable,
+    LossReason, Nonce, Output, OwnerId, ReleaseId, ReleaseProgress, Reply, RequestId, StatusId, Ticket,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -237,8 +237,23 @@ impl Executor {
         }
     }
 
+    /// One status read of `name` (what [`crate::Client::status`] and
+    /// [`crate::Semaphore::available_permits`] answer from); `backend`
+    /// names the server when there is no answer.
+    pub(crate) async fn status(self: &Arc<Self>, backend: Backend, name: &LockName) -> Result<LockStatus> {
+        let (mut rx, started) = self.read_status(name);
+        match self.drive_until(started, &mut rx).await {
+            Some(Ok(status)) => Ok(status),
+            Some(Err(polylock_core::Error::NoAnswer(reason))) => {
+                Err(Error::Connect { addr: backend.as_str().into(), reason })
+            }
+            Some(Err(e)) => Err(Error::from_core(name.as_str(), e)),
+            None => Err(Error::Closed),
+        }
+    }
+
     /// Starts a status read of `name`.
-    pub(crate) fn read_status(self: &Arc<Self>, name: &LockName) -> (oneshot::Receiver<StatusResult>, InFlight) {
+    fn read_status(self: &Arc<Self>, name: &LockName) -> (oneshot::Receiver<StatusResult>, InFlight) {
         let mut st = self.state();
         let id = st.table.read_status(name);
         let (tx, rx) = oneshot::channel();

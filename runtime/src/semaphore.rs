@@ -68,7 +68,7 @@ impl Semaphore {
     /// used yet has all its permits free. Stale the moment it returns: to
     /// take a permit, acquire instead.
     pub async fn available_permits(&self) -> Result<u32> {
-        let status = crate::client::read_status(&self.exec, self.backend, &self.name).await?;
+        let status = self.exec.status(self.backend, &self.name).await?;
         Ok(status.permits.map_or(self.permits, |p| p.total.saturating_sub(p.held)))
     }
 
