@@ -31,17 +31,10 @@ pub(crate) fn runtime() -> PyResult<&'static Runtime> {
     if let Some(rt) = current_for(pid) {
         return Ok(rt);
     }
-    // One worker: the task a call spawns, the Redis/ZooKeeper connection
-    // drivers and the reply's waker all run on one thread, so a blocking
-    // call costs one wake-up of that thread and one of the caller's, not
-    // extra wake-ups between workers (`tests/test_hot_path.py` counts
-    // them; the Node binding measured the same). The work is I/O and a
-    // few microseconds of table code per reply; one thread carries it.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .thread_name("polylock-rt")
-        .build()
+    // One worker (`tests/test_hot_path.py` counts its wake-ups). The work
+    // is I/O and a few microseconds of table code per reply; one thread
+    // carries it.
+    let rt = polylock::blocking::binding_runtime("polylock-rt")
         .map_err(|e| lock_error(format!("cannot start the polylock runtime: {e}")))?;
     let leaked: &'static mut (u32, Runtime) = Box::leak(Box::new((pid, rt)));
     CURRENT.store(leaked, Ordering::Release);

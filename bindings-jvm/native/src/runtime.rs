@@ -10,24 +10,15 @@ use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 
 static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread()
-        // Java threads do the blocking; the worker only drives I/O, timers
-        // and the tasks of acquires. One worker: the task an acquire
-        // spawns, the connection drivers and the reply's waker run on one
-        // thread, so a call costs one wake-up of it and one of the Java
-        // thread, not extra wake-ups between workers (as in the Python and
-        // Node bindings; `RuntimeWakesTest` counts them).
-        .worker_threads(1)
-        .thread_name("polylock-io")
-        .enable_all()
-        .build()
-        .expect("cannot start the polylock tokio runtime")
+    // Java threads do the blocking; the worker only drives I/O, timers and
+    // the tasks of acquires (`RuntimeWakesTest` counts its wake-ups).
+    polylock::blocking::binding_runtime("polylock-io").expect("cannot start the polylock tokio runtime")
 });
 
-/// Runs `fut` to completion on the calling (Java) thread, as one
-/// `hot_worker::call`: its requests and replies are carried by the worker.
+/// Runs `fut` to completion on the calling (Java) thread
+/// (`polylock::blocking::block_on`): its requests and replies are carried by the worker.
 pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
-    RUNTIME.block_on(polylock::blocking::hot_worker::call(fut))
+    polylock::blocking::block_on(&RUNTIME, fut)
 }
 
 /// Runs `fut` in the background on the runtime's worker.

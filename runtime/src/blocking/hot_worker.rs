@@ -84,6 +84,12 @@ pub async fn call<F: Future>(fut: F) -> F::Output {
     fut.await
 }
 
+/// Whether a call starting now is in a busy spell (the last call ended
+/// less than [`super::BUSY_SPELL`] ago).
+pub(super) fn in_busy_spell_now() -> bool {
+    in_busy_spell(LAST_END.load(Ordering::Relaxed), nanos_since_epoch())
+}
+
 /// One call counted in IN_FLIGHT while it lives; its end stamps LAST_END
 /// and tells the policy whether it was quick.
 struct Call {
@@ -160,6 +166,7 @@ mod tests {
     // These share the process-wide statics: one test does it all.
     #[test]
     fn a_busy_loop_of_quick_calls_keeps_the_thread_awake_and_slow_calls_let_it_sleep() {
+        let _serial = super::super::serial_test();
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let run = |fut| rt.block_on(rt.spawn(call(fut))).unwrap();
         let quick =

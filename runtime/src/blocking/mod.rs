@@ -31,6 +31,8 @@ pub struct Sliced<T> {
     /// Whether the outcome was taken while spinning.
     spun: bool,
     _in_flight: spin::InFlight,
+    /// Dropped with the task, on the caller's thread once it has the outcome.
+    _placed: near_caller::Placement,
 }
 
 /// Where a [`Sliced`] task is after a slice.
@@ -44,11 +46,29 @@ pub enum Slice<T> {
 pub use spin::{wait_counts, WaitCounts, BUSY_SPELL, SPIN};
 
 pub mod hot_worker;
+pub mod near_caller;
 mod spin;
+
+/// The runtime a binding runs its calls on: one worker thread, so the task
+/// a call spawns, the connection drivers and the reply's waker all run on
+/// one thread, and a call costs one crossing each way, not wake-ups between
+/// workers (the bindings' hot-path tests count them); that thread is
+/// registered with [`near_caller`].
+pub fn binding_runtime(thread_name: &str) -> std::io::Result<tokio::runtime::Runtime> {
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().thread_name(thread_name).build()?;
+    // Its one worker polls every task spawned on it (`on_thread_start` would
+    // also register the blocking pool's threads). Not waited for: a Node
+    // addon builds this while the dynamic loader's lock is held, which a new
+    // thread needs to start.
+    rt.spawn(async { near_caller::register_runtime_thread() });
+    Ok(rt)
+}
 
 impl<T: Send + 'static> Sliced<T> {
     /// Spawns `fut` on `runtime`, as one [`hot_worker::call`].
     pub fn spawn(runtime: &Handle, fut: impl Future<Output = T> + Send + 'static) -> Self {
+        let placed = near_caller::enter();
         let (tx, outcome) = mpsc::sync_channel(1);
         let task = runtime.spawn(hot_worker::call(async move {
             let _ = tx.send(fut.await);
@@ -60,6 +80,7 @@ impl<T: Send + 'static> Sliced<T> {
             waited: false,
             spun: false,
             _in_flight: spin::InFlight::new(),
+            _placed: placed,
         }
     }
 
@@ -96,12 +117,29 @@ impl<T: Send + 'static> Sliced<T> {
     }
 }
 
+/// Runs `fut` to completion on the calling thread, outside the runtime, as
+/// one [`hot_worker::call`]: its requests and replies are carried by the
+/// runtime's thread, placed for it by [`near_caller`].
+pub fn block_on<F: Future>(runtime: &tokio::runtime::Runtime, fut: F) -> F::Output {
+    let _placed = near_caller::enter();
+    runtime.block_on(hot_worker::call(fut))
+}
+
 /// How often the runtime's worker threads have gone to sleep or woken so
 /// far (tokio's park/unpark count): the bindings' hot-path tests count
 /// these per call.
 pub fn thread_wakes(runtime: &Handle) -> u64 {
     let metrics = runtime.metrics();
     (0..metrics.num_workers()).map(|w| metrics.worker_park_unpark_count(w)).sum()
+}
+
+/// The unit tests of this module and of [`hot_worker`] make calls that
+/// move the process-wide counts and spells the latter's test counts
+/// exactly: each holds this while it runs.
+#[cfg(test)]
+pub(crate) fn serial_test() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
@@ -114,6 +152,7 @@ mod tests {
 
     #[test]
     fn a_slice_says_still_running_until_the_outcome_comes() {
+        let _serial = serial_test();
         let rt = runtime();
         let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
         let mut task = Sliced::spawn(rt.handle(), async move { rx.await.unwrap() + 1 });
@@ -124,6 +163,7 @@ mod tests {
 
     #[test]
     fn a_panicking_task_is_a_failure_with_its_reason() {
+        let _serial = serial_test();
         let rt = runtime();
         let mut task = Sliced::spawn(rt.handle(), async { panic!("boom") });
         match task.wait(Duration::from_secs(5)) {
@@ -134,6 +174,7 @@ mod tests {
 
     #[test]
     fn cancel_gives_back_an_outcome_that_came_first_and_none_otherwise() {
+        let _serial = serial_test();
         let rt = runtime();
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let finished = Sliced::spawn(rt.handle(), async move {
@@ -149,6 +190,7 @@ mod tests {
 
     #[test]
     fn a_caller_does_not_spin_while_another_call_is_in_flight() {
+        let _serial = serial_test();
         let rt = runtime();
         let other = Sliced::spawn(rt.handle(), std::future::pending::<u32>());
         for _ in 0..20 {
@@ -161,6 +203,7 @@ mod tests {
 
     #[test]
     fn a_quick_outcome_is_taken_while_spinning_and_a_slow_one_after_sleeping() {
+        let _serial = serial_test();
         let rt = runtime();
         // Other tests of this binary have calls in flight for a while (and
         // their misses make waits only probe): try until one spins.
@@ -180,6 +223,7 @@ mod tests {
 
     #[test]
     fn thread_wakes_count_the_workers_sleeping_and_waking() {
+        let _serial = serial_test();
         let rt = runtime();
         let before = thread_wakes(rt.handle());
         for _ in 0..10 {

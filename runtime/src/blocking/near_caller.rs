@@ -1,0 +1,265 @@
+//! Keeping the runtime's thread on its caller's CPU while a blocking call
+//! is the process's only one, and beside it in a busy loop.
+//!
+//! A blocking call crosses from the caller's thread to the runtime's and
+//! back. When the two threads sit on different CPUs after a quiet spell,
+//! each crossing wakes an idle CPU, and on a virtual machine an idle CPU is
+//! halted: its wake-up goes through the hypervisor. On the 2-core benchmark
+//! VM a Python acquire+release paced 10 ms apart took 521 µs at p50, and
+//! 125 µs with the process confined to one CPU (`taskset -c 0`), where
+//! redis-py, whose caller's thread does its own I/O, took 150 µs.
+//!
+//! So a call alone in flight, quiet or right after one (fewer than
+//! [`SPREAD_AFTER`] calls in a row in a busy spell: an acquire and its
+//! release), confines its caller's thread and the runtime's to the CPU the
+//! caller is on until the caller has its outcome: the caller blocks on the
+//! answer, which frees that CPU for the runtime's thread, and the answer
+//! wakes the caller where the runtime's thread has just run. The caller gets
+//! its own mask back with its outcome; the runtime's thread stays until the
+//! next call places it. In a busy loop (the calls after those) spinning
+//! keeps the CPUs awake ([`super::hot_worker`], [`super::spin`]) and two
+//! threads on one CPU only take turns, so the runtime's thread is moved
+//! beside its caller, to every CPU of its own but the caller's (merely
+//! allowed to leave, it stayed, at 113 µs per Python acquire+release
+//! against 48 moved). When calls overlap it gets its own mask back.
+//!
+//! Python, paced 10 ms apart: 521 → 158–185 µs per acquire+release (redis-py
+//! 123–136); paced 2 ms: 283 → 116–122 (redis-py 102–105); a busy loop 48–53
+//! (redis-py 240). `bench/python/bench.py`'s paced rows measure it;
+//! `runtime/tests/placement.rs` checks the placements. A placement hint,
+//! never a lock decision: a caller that finds another placing the threads
+//! leaves it, and the next call puts it right. `POLYLOCK_SPIN=0` turns it
+//! off with the spinning (both trade the process's freedom of placement or
+//! CPU for latency). A thread the runtime's thread starts while confined
+//! (tokio's blocking pool) inherits its mask. Linux only; elsewhere nothing
+//! is placed.
+
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use super::spin::spinning_allowed;
+
+/// Calls in a row each begun in a busy spell, from which on the runtime's
+/// thread is moved beside its caller (see the module docs): an acquire and
+/// its release stay together.
+pub const SPREAD_AFTER: u32 = 2;
+
+/// Calls in a row begun in a busy spell.
+static STREAK: AtomicU32 = AtomicU32::new(0);
+/// When a call last began beside another (ns since the spin module's epoch; 0: never).
+static LAST_OVERLAP: AtomicU64 = AtomicU64::new(0);
+/// Calls begun through [`enter`] and not yet ended.
+static CALLS: AtomicUsize = AtomicUsize::new(0);
+/// Where the runtime's threads are ([`Place::encode`]).
+static PLACED: AtomicI32 = AtomicI32::new(-1);
+/// The runtime's threads ([`register_runtime_thread`]) and their own CPU
+/// masks; held while their placement changes.
+static THREADS: Mutex<Vec<(os::Tid, os::Mask)>> = Mutex::new(Vec::new());
+
+/// Registers the calling thread as one of the runtime's
+/// ([`super::binding_runtime`] does, from its worker).
+pub fn register_runtime_thread() {
+    if let Some(own) = os::own_mask() {
+        let mut threads = THREADS.lock().unwrap_or_else(|p| p.into_inner());
+        // A call may have placed the runtime's threads before this one
+        // registered (the first call comes as the runtime starts).
+        let place = Place::decode(PLACED.load(Ordering::Relaxed));
+        if place != Place::Own {
+            os::set_mask(os::tid(), &place.mask(&own));
+        }
+        threads.push((os::tid(), own));
+    }
+}
+
+/// One blocking call, from its beginning on the caller's thread until the
+/// caller has its outcome. Drop it on the thread that made it.
+#[must_use = "the call counts as in flight until this is dropped"]
+pub struct Placement {
+    /// The caller's thread and its own mask, while it is confined.
+    caller: Option<(os::Tid, os::Mask)>,
+}
+
+/// A blocking call begins on the calling thread (see the module docs).
+pub fn enter() -> Placement {
+    let alone = CALLS.fetch_add(1, Ordering::Relaxed) == 0;
+    let mut placement = Placement { caller: None };
+    if !spinning_allowed() {
+        return placement;
+    }
+    let streak = if super::hot_worker::in_busy_spell_now() {
+        STREAK.fetch_add(1, Ordering::Relaxed).saturating_add(1)
+    } else {
+        STREAK.store(0, Ordering::Relaxed);
+        0
+    };
+    let cpu = os::current_cpu();
+    let now = super::spin::nanos_since_epoch();
+    if !alone {
+        LAST_OVERLAP.store(now, Ordering::Relaxed);
+    }
+    // A call alone for a moment among overlapping ones (threads taking
+    // turns) leaves the threads where they are: placing them back and forth
+    // moved the runtime's thread as it ran, and cost 16 Python threads 8% of
+    // their acquire+release rate.
+    if !alone || cpu < 0 || super::spin::in_busy_spell(LAST_OVERLAP.load(Ordering::Relaxed), now) {
+        place_runtime(Place::Own);
+    } else if streak >= SPREAD_AFTER {
+        place_runtime(Place::Beside(cpu));
+    } else if let Some(own) = os::own_mask() {
+        let tid = os::tid();
+        if os::set_mask(tid, &os::only(cpu)) {
+            placement.caller = Some((tid, own));
+            place_runtime(Place::On(cpu));
+        }
+    }
+    placement
+}
+
+impl Drop for Placement {
+    fn drop(&mut self) {
+        if let Some((tid, own)) = self.caller.take() {
+            os::set_mask(tid, &own);
+        }
+        CALLS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The CPU the runtime's threads are confined to, or `None`: what the
+/// bindings' hot-path tests check.
+pub fn confined_to() -> Option<u32> {
+    match Place::decode(PLACED.load(Ordering::Relaxed)) {
+        Place::On(cpu) => u32::try_from(cpu).ok(),
+        _ => None,
+    }
+}
+
+/// Where the runtime's threads are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Their own masks.
+    Own,
+    /// Only this CPU, the lone caller's.
+    On(i32),
+    /// Their own masks but this CPU, the lone caller's in a busy loop: moved
+    /// off it, not only allowed to leave it (a thread confined with its
+    /// caller stayed there with its mask widened, and the two took turns on
+    /// one CPU: 113 µs per Python acquire+release against 57 apart).
+    Beside(i32),
+}
+
+impl Place {
+    fn encode(self) -> i32 {
+        match self {
+            Place::Own => -1,
+            Place::On(cpu) => cpu,
+            Place::Beside(cpu) => -2 - cpu,
+        }
+    }
+
+    fn decode(v: i32) -> Place {
+        match v {
+            -1 => Place::Own,
+            v if v >= 0 => Place::On(v),
+            v => Place::Beside(-2 - v),
+        }
+    }
+
+    fn mask(self, own: &os::Mask) -> os::Mask {
+        match self {
+            Place::Own => *own,
+            Place::On(cpu) => os::only(cpu),
+            Place::Beside(cpu) => os::without(own, cpu).unwrap_or(*own),
+        }
+    }
+}
+
+/// Places the runtime's threads.
+fn place_runtime(place: Place) {
+    if place.encode() == PLACED.load(Ordering::Relaxed) {
+        return;
+    }
+    // Another caller is placing them: its placement stands until the next call.
+    let Ok(threads) = THREADS.try_lock() else { return };
+    for (tid, own) in threads.iter() {
+        os::set_mask(*tid, &place.mask(own));
+    }
+    PLACED.store(place.encode(), Ordering::Relaxed);
+}
+
+#[cfg(target_os = "linux")]
+mod os {
+    pub(super) type Tid = libc::pid_t;
+    pub(super) type Mask = libc::cpu_set_t;
+    const SIZE: usize = std::mem::size_of::<Mask>();
+
+    pub(super) fn tid() -> Tid {
+        // SAFETY: no preconditions.
+        unsafe { libc::gettid() }
+    }
+
+    /// The calling thread's CPU, or -1.
+    pub(super) fn current_cpu() -> i32 {
+        // SAFETY: no preconditions.
+        unsafe { libc::sched_getcpu() }
+    }
+
+    pub(super) fn own_mask() -> Option<Mask> {
+        // SAFETY: reads the calling thread's mask into a zeroed set.
+        unsafe {
+            let mut own: Mask = std::mem::zeroed();
+            (libc::sched_getaffinity(0, SIZE, &mut own) == 0).then_some(own)
+        }
+    }
+
+    pub(super) fn only(cpu: i32) -> Mask {
+        // SAFETY: a zeroed set with one CPU added.
+        unsafe {
+            let mut one: Mask = std::mem::zeroed();
+            libc::CPU_SET(cpu as usize, &mut one);
+            one
+        }
+    }
+
+    /// `mask` without `cpu`, or `None` if nothing is left.
+    pub(super) fn without(mask: &Mask, cpu: i32) -> Option<Mask> {
+        let mut rest = *mask;
+        // SAFETY: clears one CPU of a set we own, then counts the set.
+        unsafe {
+            libc::CPU_CLR(cpu as usize, &mut rest);
+            (libc::CPU_COUNT(&rest) > 0).then_some(rest)
+        }
+    }
+
+    /// Sets `tid`'s mask. A CPU the thread may not use (outside its
+    /// cpuset) fails and leaves it as it was.
+    pub(super) fn set_mask(tid: Tid, mask: &Mask) -> bool {
+        // SAFETY: a thread of this process and a mask of ours.
+        unsafe { libc::sched_setaffinity(tid, SIZE, mask) == 0 }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod os {
+    pub(super) type Tid = ();
+    pub(super) type Mask = ();
+
+    pub(super) fn tid() -> Tid {}
+
+    pub(super) fn current_cpu() -> i32 {
+        -1
+    }
+
+    pub(super) fn own_mask() -> Option<Mask> {
+        None
+    }
+
+    pub(super) fn only(_: i32) -> Mask {}
+
+    pub(super) fn without(_: &Mask, _: i32) -> Option<Mask> {
+        None
+    }
+
+    pub(super) fn set_mask(_: Tid, _: &Mask) -> bool {
+        false
+    }
+}
