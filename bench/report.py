@@ -79,6 +79,8 @@ def python_rows(d):
             continue
         if r.get("uncontended_us"):
             out.append(row("python", b, system, "uncontended", r["uncontended_us"]["p50"], r["uncontended_us"]["p99"], poly))
+        if r.get("paced_us"):
+            out.append(row("python", b, system, "paced", r["paced_us"]["p50"], r["paced_us"]["p99"], poly))
         if r.get("handoff_us"):
             out.append(row("python", b, system, "handoff", r["handoff_us"]["p50"], r["handoff_us"]["p99"], poly))
     return out
@@ -223,13 +225,16 @@ def main():
           "figures from the same run; absolute times vary with the machine. Latencies in µs.",
           "Backends `redis+sentinel` and `redis+cluster` (java): polylock with `replicas=1` and Redisson with its",
           "Sentinel / Cluster config and default `checkLockSyncedSlaves`, so both have replicas acknowledge each",
-          "lock and unlock.", ""]
+          "lock and unlock.",
+          "Metric `paced` (python): uncontended acquire+release, each call after a 2 ms pause, as a service's",
+          "calls come: every call is then a quiet one, after polylock's threads stopped polling (see the README).",
+          ""]
     langs = sorted({r["lang"] for r in rows}, key=["rust", "python", "node", "java"].index)
     targets = []
     for lang in langs:
         md += [f"## {lang}", "", "| backend | metric | system | p50 | p99 | p99/p50 | polylock p50 / this p50 |",
                "|---|---|---|---:|---:|---:|---:|"]
-        for r in sorted((r for r in rows if r["lang"] == lang), key=lambda r: (r["backend"], ["floor", "uncontended", "handoff"].index(r["metric"]), not r["polylock"])):
+        for r in sorted((r for r in rows if r["lang"] == lang), key=lambda r: (r["backend"], ["floor", "uncontended", "paced", "handoff"].index(r["metric"]), not r["polylock"])):
             poly = find(lang, r["backend"], r["metric"] if r["metric"] != "floor" else "uncontended", polylock=True)
             ratio = "" if (r["polylock"] or poly is None) else f"{poly['p50'] / r['p50']:.2f}"
             md.append(f"| {r['backend']} | {r['metric']} | {r['system']} | {fmt(r['p50'])} | {fmt(r['p99'])} "
@@ -251,7 +256,7 @@ def main():
             targets.append((f"{lang}: Redis uncontended acquire+release within {limit}× two raw round trips",
                             ratio <= limit, figure))
         for b in ("redis", "zookeeper", *MODES):
-            for metric in ("uncontended", "handoff"):
+            for metric in ("uncontended", "paced", "handoff"):
                 p = find(lang, b, metric, polylock=True)
                 peers = [r for r in rows if r["lang"] == lang and r["backend"] == b and r["metric"] == metric
                          and not r["polylock"]
@@ -512,7 +517,7 @@ def chart(rows):
     fig, axes = plt.subplots(len(panels), 1, figsize=(11, 2.2 * len(panels)), squeeze=False)
     for ax, (lang, b) in zip(axes[:, 0], panels):
         rs = sorted((r for r in rows if r["lang"] == lang and r["backend"] == b),
-                    key=lambda r: (["floor", "uncontended", "handoff"].index(r["metric"]), not r["polylock"]))
+                    key=lambda r: (["floor", "uncontended", "paced", "handoff"].index(r["metric"]), not r["polylock"]))
         labels = [r["system"] if r["metric"] == "floor" else f"{r['metric']}: {r['system']}" for r in rs]
         y = range(len(rs))
         ax.barh(y, [r["p99"] for r in rs], color=["#f4a582" if r["polylock"] else "#cccccc" for r in rs], label="p99")

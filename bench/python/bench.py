@@ -1,5 +1,6 @@
 """polylock against the locks a Python user would pick instead, in one run
-against the same servers: uncontended acquire+release latency, and handoff
+against the same servers: uncontended acquire+release latency (back to back,
+and paced: each call after a pause, as a service's calls come), and handoff
 latency (the holder releases; a waiter blocked in another process returns
 from acquire), plus the floor (one round trip to the server), and polylock's
 throughput: acquire+release per second across 1,000 distinct locks from one
@@ -152,14 +153,24 @@ def percentiles(samples_ns: list[int]) -> dict[str, float]:
 BATCH = 100
 
 
+# The pause before each paced acquire+release: a service's lock calls
+# come between requests, not back to back. Longer than the 1 ms after which
+# polylock's threads stop polling for the next call (runtime/src/blocking),
+# so every paced call is a quiet one, as most calls in a service are.
+PACE_S = 0.002
+# The Redis libraries measured paced too (a few seconds: 2 ms a call).
+PACED = ("polylock-redis", "redis-py", "python-redis-lock")
+
+
 def uncontended(
-    libs: list[str], names: dict[str, str], iterations: int, warmup: int
+    libs: list[str], names: dict[str, str], iterations: int, warmup: int, pace_s: float = 0.0
 ) -> dict[str, dict[str, float]]:
     """Uncontended acquire+release of every library in ``libs``, interleaved:
     batches of ``BATCH`` take turns (the first library of each round
     rotating), so that the machine's load and drift fall on every library
     alike and a ratio of two p50s compares the libraries, not the moments
-    they happened to run at."""
+    they happened to run at. With ``pace_s``, each timed call follows a
+    pause that long (not timed)."""
     contenders = {lib: make(lib, names[lib]) for lib in libs}
     samples: dict[str, list[int]] = {lib: [] for lib in libs}
     try:
@@ -173,6 +184,8 @@ def uncontended(
                 lib = libs[(r + k) % len(libs)]
                 c, out = contenders[lib], samples[lib]
                 for _ in range(batch):
+                    if pace_s:
+                        time.sleep(pace_s)
                     t0 = time.perf_counter_ns()
                     c.acquire()
                     c.release()
@@ -271,27 +284,37 @@ def ratio(ours: float, theirs: float) -> str:
 def table(results: dict[str, dict[str, object]]) -> str:
     lines = [
         (
-            "| library | backend | uncontended p50 (µs) | p99 | handoff p50 (µs) | p99 "
-            "| polylock/peer uncontended p50 | polylock/peer handoff p50 |"
+            "| library | backend | uncontended p50 (µs) | p99 | paced p50 (µs) | p99 "
+            "| handoff p50 (µs) | p99 | polylock/peer uncontended p50 | polylock/peer paced p50 "
+            "| polylock/peer handoff p50 |"
         ),
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for lib, r in results.items():
         backend, ref = LIBRARIES[lib]
-        u, h = r["uncontended_us"], r.get("handoff_us")
+        u, h, pc = r["uncontended_us"], r.get("handoff_us"), r.get("paced_us")
         ru, rh = results[ref]["uncontended_us"], results[ref].get("handoff_us")
+        rpc = results[ref].get("paced_us")
         assert isinstance(u, dict) and isinstance(ru, dict)
         hp50 = f"{h['p50']:.0f}" if isinstance(h, dict) else "-"
         hp99 = f"{h['p99']:.0f}" if isinstance(h, dict) else "-"
+        pp50 = f"{pc['p50']:.0f}" if isinstance(pc, dict) else "-"
+        pp99 = f"{pc['p99']:.0f}" if isinstance(pc, dict) else "-"
         peer = lib != ref
+        rpaced = (
+            ratio(rpc["p50"], pc["p50"])
+            if peer and isinstance(pc, dict) and isinstance(rpc, dict)
+            else "-"
+        )
         rhandoff = (
             ratio(rh["p50"], h["p50"])
             if peer and isinstance(h, dict) and isinstance(rh, dict)
             else "-"
         )
         lines.append(
-            f"| {LABELS.get(lib, lib)} | {backend} | {u['p50']:.0f} | {u['p99']:.0f} | {hp50} "
-            f"| {hp99} | {ratio(ru['p50'], u['p50']) if peer else '-'} | {rhandoff} |"
+            f"| {LABELS.get(lib, lib)} | {backend} | {u['p50']:.0f} | {u['p99']:.0f} "
+            f"| {pp50} | {pp99} | {hp50} | {hp99} "
+            f"| {ratio(ru['p50'], u['p50']) if peer else '-'} | {rpaced} | {rhandoff} |"
         )
     return "\n".join(lines)
 
@@ -325,9 +348,23 @@ def main(argv: list[str] | None = None) -> None:
     for backend in dict.fromkeys(LIBRARIES[lib][0] for lib in args.only):
         libs = [lib for lib in args.only if LIBRARIES[lib][0] == backend]
         latency |= uncontended(libs, names, args.iterations, args.warmup)
+    paced_libs = [lib for lib in PACED if lib in args.only]
+    paced = (
+        uncontended(
+            paced_libs,
+            {lib: f"{names[lib]}-paced" for lib in paced_libs},
+            min(args.iterations, 500),
+            20,
+            PACE_S,
+        )
+        if len(paced_libs) > 1
+        else {}
+    )
     results: dict[str, dict[str, object]] = {}
     for lib in args.only:
         entry: dict[str, object] = {"backend": LIBRARIES[lib][0], "uncontended_us": latency[lib]}
+        if lib in paced:
+            entry["paced_us"] = paced[lib]
         if not lib.startswith(("floor", "raw")):
             entry["handoff_us"] = handoff(lib, names[lib], args.handoffs)
         results[lib] = entry
@@ -351,7 +388,8 @@ def main(argv: list[str] | None = None) -> None:
     (HERE / "results.md").write_text(
         f"Python {meta['python']}, {meta['cpus']} CPUs, loopback servers; "
         f"{args.iterations} uncontended iterations (each backend's libraries interleaved, "
-        f"in batches of {BATCH}), {args.handoffs} cross-process handoffs.\n\n"
+        f"in batches of {BATCH}; paced: {', '.join(paced_libs)} again, each call after a "
+        f"{PACE_S * 1000:.0f} ms pause), {args.handoffs} cross-process handoffs.\n\n"
         + md
         + "\n\nThroughput, acquire+release per second across 1,000 distinct locks from one client "
         + "(16 threads, `with client.lock(name):`, 3 s after 0.5 s warm-up):\n\n"
