@@ -39,7 +39,7 @@ pub fn next_owner_id() -> i64 {
 /// that thread awake in a busy spell, so the hop there costs no wake-up.
 #[napi_derive::module_init]
 fn init() {
-    if let Ok(rt) = polylock::blocking::binding_runtime("polylock-rt") {
+    if let Ok(rt) = polylock::blocking::binding_runtime("polylock-rt", false) {
         let _ = RUNTIME.set(rt.handle().clone());
         napi::bindgen_prelude::create_custom_tokio_runtime(rt);
     }

@@ -34,7 +34,7 @@ pub(crate) fn runtime() -> PyResult<&'static Runtime> {
     // One worker (`tests/test_hot_path.py` counts its wake-ups). The work
     // is I/O and a few microseconds of table code per reply; one thread
     // carries it.
-    let rt = polylock::blocking::binding_runtime("polylock-rt")
+    let rt = polylock::blocking::binding_runtime("polylock-rt", true)
         .map_err(|e| lock_error(format!("cannot start the polylock runtime: {e}")))?;
     let leaked: &'static mut (u32, Runtime) = Box::leak(Box::new((pid, rt)));
     CURRENT.store(leaked, Ordering::Release);

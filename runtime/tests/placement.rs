@@ -41,7 +41,7 @@ fn a_lone_call_after_quiet_runs_on_its_callers_cpu_and_overlapping_calls_spread(
         eprintln!("skipped: POLYLOCK_SPIN is set");
         return;
     }
-    let rt = binding_runtime("placement-test").unwrap();
+    let rt = binding_runtime("placement-test", true).unwrap();
 
     // A lone call after a quiet spell (none before it): both threads on the
     // caller's CPU. Made at once, before the runtime's thread has started

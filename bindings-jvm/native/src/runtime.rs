@@ -11,8 +11,10 @@ use tokio::task::JoinHandle;
 
 static RUNTIME: LazyLock<Runtime> = LazyLock::new(|| {
     // Java threads do the blocking; the worker only drives I/O, timers and
-    // the tasks of acquires (`RuntimeWakesTest` counts its wake-ups).
-    polylock::blocking::binding_runtime("polylock-io").expect("cannot start the polylock tokio runtime")
+    // the tasks of acquires (`RuntimeWakesTest` counts its wake-ups). No
+    // placement near the caller: a Java thread confined to its CPU waited
+    // behind the JVM's own threads there (see polylock::blocking::near_caller).
+    polylock::blocking::binding_runtime("polylock-io", false).expect("cannot start the polylock tokio runtime")
 });
 
 /// Runs `fut` to completion on the calling (Java) thread

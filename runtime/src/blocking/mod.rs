@@ -52,16 +52,20 @@ mod spin;
 /// The runtime a binding runs its calls on: one worker thread, so the task
 /// a call spawns, the connection drivers and the reply's waker all run on
 /// one thread, and a call costs one crossing each way, not wake-ups between
-/// workers (the bindings' hot-path tests count them); that thread is
-/// registered with [`near_caller`].
-pub fn binding_runtime(thread_name: &str) -> std::io::Result<tokio::runtime::Runtime> {
+/// workers (the bindings' hot-path tests count them). With `near_caller`,
+/// its blocking calls place that thread and their callers
+/// ([`near_caller`]; for a process whose other threads leave its CPUs free).
+pub fn binding_runtime(thread_name: &str, near_caller: bool) -> std::io::Result<tokio::runtime::Runtime> {
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().thread_name(thread_name).build()?;
-    // Its one worker polls every task spawned on it (`on_thread_start` would
-    // also register the blocking pool's threads). Not waited for: a Node
-    // addon builds this while the dynamic loader's lock is held, which a new
-    // thread needs to start.
-    rt.spawn(async { near_caller::register_runtime_thread() });
+    if near_caller {
+        near_caller::enable();
+        // Its one worker polls every task spawned on it (`on_thread_start`
+        // would also register the blocking pool's threads). Not waited for:
+        // a Node addon builds its runtime while the dynamic loader's lock is
+        // held, which a new thread needs to start.
+        rt.spawn(async { near_caller::register_runtime_thread() });
+    }
     Ok(rt)
 }
 

@@ -23,6 +23,13 @@
 //! allowed to leave, it stayed, at 113 µs per Python acquire+release
 //! against 48 moved). When calls overlap it gets its own mask back.
 //!
+//! The Python binding places its calls; the JVM's does not: a JVM runs its
+//! JIT compiler, its collector and other libraries' threads beside the
+//! caller, and a thread confined to one CPU waits behind whichever of them
+//! runs there (its Redis lock+unlock went from 45 to 89 µs at p50 and from
+//! 477 µs to 8.2 ms at p99 with placement). Node's event-loop thread is not
+//! blocked while its call is out, so nothing there is placed either.
+//!
 //! Python, paced 10 ms apart: 521 → 158–185 µs per acquire+release (redis-py
 //! 123–136); paced 2 ms: 283 → 116–122 (redis-py 102–105); a busy loop 48–53
 //! (redis-py 240). `bench/python/bench.py`'s paced rows measure it;
@@ -34,7 +41,7 @@
 //! (tokio's blocking pool) inherits its mask. Linux only; elsewhere nothing
 //! is placed.
 
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::spin::spinning_allowed;
@@ -43,6 +50,14 @@ use super::spin::spinning_allowed;
 /// thread is moved beside its caller (see the module docs): an acquire and
 /// its release stay together.
 pub const SPREAD_AFTER: u32 = 2;
+
+/// Whether a binding's runtime asked for placement ([`enable`]).
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Turns placement on for this process ([`super::binding_runtime`] does).
+pub fn enable() {
+    ENABLED.store(true, Ordering::Relaxed);
+}
 
 /// Calls in a row begun in a busy spell.
 static STREAK: AtomicU32 = AtomicU32::new(0);
@@ -83,7 +98,7 @@ pub struct Placement {
 pub fn enter() -> Placement {
     let alone = CALLS.fetch_add(1, Ordering::Relaxed) == 0;
     let mut placement = Placement { caller: None };
-    if !spinning_allowed() {
+    if !ENABLED.load(Ordering::Relaxed) || !spinning_allowed() {
         return placement;
     }
     let streak = if super::hot_worker::in_busy_spell_now() {
