@@ -31,7 +31,7 @@
 //! blocked while its call is out, so nothing there is placed either.
 //!
 //! Python, paced 10 ms apart: 521 → 158–185 µs per acquire+release (redis-py
-//! 123–136); paced 2 ms: 283 → 116–122 (redis-py 102–105); a busy loop 48–53
+//! 123–136); paced 2 ms: 283 → 104–122 (redis-py 102–108); a busy loop 48–53
 //! (redis-py 240). `bench/python/bench.py`'s paced rows measure it;
 //! `runtime/tests/placement.rs` checks the placements. A placement hint,
 //! never a lock decision: a caller that finds another placing the threads
@@ -87,7 +87,8 @@ pub fn register_runtime_thread() {
 }
 
 /// One blocking call, from its beginning on the caller's thread until the
-/// caller has its outcome. Drop it on the thread that made it.
+/// caller has its outcome (the caller's mask is restored by thread id, so
+/// the thread that drops it does not matter).
 #[must_use = "the call counts as in flight until this is dropped"]
 pub struct Placement {
     /// The caller's thread and its own mask, while it is confined.
@@ -114,8 +115,9 @@ pub fn enter() -> Placement {
     }
     // A call alone for a moment among overlapping ones (threads taking
     // turns) leaves the threads where they are: placing them back and forth
-    // moved the runtime's thread as it ran, and cost 16 Python threads 8% of
-    // their acquire+release rate.
+    // would move the runtime's thread as it runs. With this rule, 16 Python
+    // threads made 19.8k acquire+release/s against 20.5k with placement off
+    // (8 runs each, within noise); it was not measured without the rule.
     if !alone || cpu < 0 || super::spin::in_busy_spell(LAST_OVERLAP.load(Ordering::Relaxed), now) {
         place_runtime(Place::Own);
     } else if streak >= SPREAD_AFTER {
@@ -139,8 +141,8 @@ impl Drop for Placement {
     }
 }
 
-/// The CPU the runtime's threads are confined to, or `None`: what the
-/// bindings' hot-path tests check.
+/// The CPU the runtime's threads are confined to, or `None`: what
+/// `runtime/tests/placement.rs` checks.
 pub fn confined_to() -> Option<u32> {
     match Place::decode(PLACED.load(Ordering::Relaxed)) {
         Place::On(cpu) => u32::try_from(cpu).ok(),
