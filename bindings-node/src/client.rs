@@ -3,10 +3,10 @@
 
 use std::sync::{Arc, RwLock};
 
+use crate::call::server_call;
 use napi::bindgen_prelude::{BigInt, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use polylock::blocking::hot_worker::call as hot;
 
 use crate::errors::{millis, to_napi, NapiErrorExt};
 use crate::lock::NativeLock;
@@ -137,7 +137,7 @@ impl NativeClient {
     #[napi]
     pub fn status<'env>(&self, env: &'env Env, name: String) -> napi::Result<PromiseRaw<'env, NativeStatus>> {
         let client = self.client()?;
-        env.spawn_future(hot(async move {
+        server_call(env, async move {
             let s = client.status(&name).await.napi_err()?;
             Ok(NativeStatus {
                 held: s.held,
@@ -146,7 +146,7 @@ impl NativeClient {
                 waiters: s.waiters.map(|w| w as u32),
                 ttl_ms: s.ttl_ms.map(|t| t as f64),
             })
-        }))
+        })
     }
 
     /// Releases every held lock and permit and fails pending acquires; idempotent.

@@ -8,11 +8,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::call::server_call;
 use napi::bindgen_prelude::{BigInt, Function, PromiseRaw};
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::Env;
 use napi_derive::napi;
-use polylock::blocking::hot_worker::call as hot;
 use polylock::{LossWatch, OwnerId};
 
 use crate::errors::{binding_error, NapiErrorExt};
@@ -78,6 +78,6 @@ impl NativeGuard {
         // Lost or not, the release goes through the runtime: it is what
         // takes the loss report, so the lock's state can be dropped.
         let (lock, owner, token) = (self.lock.clone(), self.owner, self.token);
-        env.spawn_future(hot(async move { lock.release_grant(owner, token).await.napi_err() }))
+        server_call(env, async move { lock.release_grant(owner, token).await.napi_err() })
     }
 }

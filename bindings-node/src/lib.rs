@@ -6,6 +6,7 @@
 //! classes, `Symbol.asyncDispose`) lives in `index.js`, which is the only
 //! consumer of these exports.
 
+mod call;
 mod client;
 mod errors;
 mod guard;
@@ -35,11 +36,12 @@ pub fn next_owner_id() -> i64 {
 /// all run on the same thread, so each call costs one hop from the JS thread
 /// and one back, not extra wake-ups between tokio workers (measured: about
 /// half the per-call overhead of napi's default runtime on 2 cores). Every
-/// call that goes to the server runs through `hot_worker::call`, which keeps
-/// that thread awake in a busy spell, so the hop there costs no wake-up.
+/// call that goes to the server runs through `call::server_call`: a busy
+/// spell keeps that thread awake, so the hop there costs no wake-up, and a
+/// lone call after quiet wakes this thread on its own CPU.
 #[napi_derive::module_init]
 fn init() {
-    if let Ok(rt) = polylock::blocking::binding_runtime("polylock-rt", false) {
+    if let Ok(rt) = polylock::blocking::binding_runtime("polylock-rt", true) {
         let _ = RUNTIME.set(rt.handle().clone());
         napi::bindgen_prelude::create_custom_tokio_runtime(rt);
     }
@@ -51,6 +53,13 @@ static RUNTIME: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLoc
 #[napi]
 pub fn runtime_wakes() -> f64 {
     RUNTIME.get().map_or(0.0, |h| polylock::blocking::thread_wakes(h) as f64)
+}
+
+/// Tests: how many lone calls after quiet had this thread kept on its CPU
+/// for their outcome's wake-up so far.
+#[napi]
+pub fn loop_wakeups_placed() -> f64 {
+    polylock::blocking::near_caller::loop_wakeups_placed() as f64
 }
 
 /// Tests: how the runtime's thread was kept awake between calls so far.

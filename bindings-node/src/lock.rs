@@ -7,9 +7,9 @@ use napi::Env;
 use napi_derive::napi;
 use tokio::sync::watch;
 
+use crate::call::server_call;
 use crate::errors::{binding_error, millis, to_napi, NapiErrorExt};
 use crate::guard::NativeGuard;
-use polylock::blocking::hot_worker::call as hot;
 use polylock::ErrorKind;
 
 #[napi]
@@ -48,10 +48,10 @@ impl NativeLock {
         let owner = owner_id(owner)?;
         let timeout = timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
         let lock = self.lock.clone();
-        env.spawn_future(hot(async move {
+        server_call(env, async move {
             let g = lock.acquire_as(owner, timeout).await.napi_err()?;
             Ok(NativeGuard::new(lock, g))
-        }))
+        })
     }
 
     /// Like `acquire`; `canceller.cancel()` abandons the wait (the promise
@@ -68,7 +68,7 @@ impl NativeLock {
         let timeout = timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
         let lock = self.lock.clone();
         let mut cancelled = canceller.receiver();
-        env.spawn_future(hot(async move {
+        server_call(env, async move {
             tokio::select! {
                 r = lock.acquire_as(owner, timeout) => r.map(|g| NativeGuard::new(lock.clone(), g)).napi_err(),
                 _ = async {
@@ -78,7 +78,7 @@ impl NativeLock {
                     }
                 } => Err(to_napi(polylock::Error::Cancelled)),
             }
-        }))
+        })
     }
 
     /// How many times `owner` holds this lock in this client.

@@ -10,11 +10,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::call::server_call;
 use napi::bindgen_prelude::{BigInt, Function, PromiseRaw};
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi::Env;
 use napi_derive::napi;
-use polylock::blocking::hot_worker::call as hot;
 use polylock::{ErrorKind, LossWatch, Permits};
 
 use crate::errors::{binding_error, millis, to_napi, NapiErrorExt};
@@ -108,10 +108,10 @@ impl NativeSemaphore {
         let count = permit_count("count", count)?;
         let timeout = timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
         let (sem, grants) = (self.sem.clone(), self.grants.clone());
-        env.spawn_future(hot(async move {
+        server_call(env, async move {
             let p = sem.acquire_for(count, timeout).await.napi_err()?;
             granted(&sem, grants, p)
-        }))
+        })
     }
 
     /// Like `acquire`; `canceller.cancel()` abandons the wait (the promise
@@ -128,7 +128,7 @@ impl NativeSemaphore {
         let timeout = timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
         let (sem, grants) = (self.sem.clone(), self.grants.clone());
         let mut cancelled = canceller.receiver();
-        env.spawn_future(hot(async move {
+        server_call(env, async move {
             tokio::select! {
                 r = sem.acquire_for(count, timeout) => granted(&sem, grants, r.napi_err()?),
                 _ = async {
@@ -138,7 +138,7 @@ impl NativeSemaphore {
                     }
                 } => Err(to_napi(polylock::Error::Cancelled)),
             }
-        }))
+        })
     }
 }
 
@@ -200,6 +200,6 @@ impl NativePermits {
             ));
         }
         let permits = self.grants.take(self.id).ok_or_else(|| to_napi(polylock::Error::Closed))?;
-        env.spawn_future(hot(async move { permits.release().await.napi_err() }))
+        server_call(env, async move { permits.release().await.napi_err() })
     }
 }

@@ -6,7 +6,21 @@
 
 use std::time::Duration;
 
-use polylock::blocking::{binding_runtime, near_caller, Slice, Sliced, BUSY_SPELL};
+use polylock::blocking::{binding_runtime, hot_worker, near_caller, Slice, Sliced, BUSY_SPELL};
+
+/// The placement is process-wide: one test at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Whether placement can be seen here (why not, if not).
+fn placeable(own: &[usize]) -> Option<&'static str> {
+    if own.len() < 2 {
+        Some("one CPU, nothing to place")
+    } else if std::env::var("POLYLOCK_SPIN").is_ok() {
+        Some("POLYLOCK_SPIN is set")
+    } else {
+        None
+    }
+}
 
 /// The calling thread's CPU mask, as a list of CPUs.
 fn mask() -> Vec<usize> {
@@ -32,15 +46,14 @@ fn call(rt: &tokio::runtime::Runtime) -> (Vec<usize>, Vec<usize>) {
 
 #[test]
 fn a_lone_call_after_quiet_runs_on_its_callers_cpu_and_overlapping_calls_spread() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let own = mask();
-    if own.len() < 2 {
-        eprintln!("skipped: one CPU, nothing to place");
+    if let Some(why) = placeable(&own) {
+        eprintln!("skipped: {why}");
         return;
     }
-    if std::env::var("POLYLOCK_SPIN").is_ok() {
-        eprintln!("skipped: POLYLOCK_SPIN is set");
-        return;
-    }
+    // Quiet, whichever test ran before.
+    std::thread::sleep(BUSY_SPELL * 3);
     let rt = binding_runtime("placement-test", true).unwrap();
 
     // A lone call after a quiet spell (none before it): both threads on the
@@ -84,4 +97,73 @@ fn a_lone_call_after_quiet_runs_on_its_callers_cpu_and_overlapping_calls_spread(
         "a busy loop's runtime thread is not beside its caller: {placed:?}"
     );
     assert_eq!(near_caller::confined_to(), None);
+}
+
+/// A thread's mask, read from /proc (any thread of this process).
+fn mask_of(tid: libc::pid_t) -> Vec<usize> {
+    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
+    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap().trim().to_owned();
+    list.split(',')
+        .flat_map(|part| match part.split_once('-') {
+            Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).collect::<Vec<usize>>(),
+            None => vec![part.parse().unwrap()],
+        })
+        .collect()
+}
+
+#[test]
+fn an_event_loops_lone_call_wakes_it_on_its_cpu_and_gives_its_cpus_back() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let own = mask();
+    if let Some(why) = placeable(&own) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let rt = binding_runtime("placement-loop-test", true).unwrap();
+    // Lets the runtime's thread register itself.
+    rt.block_on(rt.spawn(async {})).unwrap();
+    std::thread::sleep(BUSY_SPELL * 3);
+
+    // A lone call after quiet: this thread, the loop's, goes on running
+    // while its call is out; the runtime's thread runs on its CPU.
+    let placed = near_caller::loop_wakeups_placed();
+    let call = near_caller::enter_from_event_loop();
+    assert_eq!(mask(), own, "the loop's thread was confined while its call is out");
+    let (runtime, mut call) = rt
+        .block_on(rt.spawn(hot_worker::call(async move {
+            let runtime = mask();
+            let mut call = call;
+            call.before_waking_caller();
+            (runtime, call)
+        })))
+        .unwrap();
+    assert_eq!(runtime.len(), 1, "the runtime's thread was not on one CPU: {runtime:?}");
+    // Handed over: confined to the CPU it began on, for its wake-up.
+    let confined = mask();
+    assert_eq!(confined, runtime, "not woken on its call's CPU");
+    assert_eq!(near_caller::loop_wakeups_placed(), placed + 1);
+    // A thread started now inherits that one CPU...
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let child = std::thread::spawn(move || {
+        // SAFETY: no preconditions.
+        tid_tx.send(unsafe { libc::gettid() }).unwrap();
+        done_rx.recv().ok();
+    });
+    let tid = tid_rx.recv().unwrap();
+    assert_eq!(mask_of(tid), confined);
+    // ...and both get their CPUs back once the outcome is taken.
+    drop(call);
+    assert_eq!(mask(), own, "the loop's thread did not get its own mask back");
+    assert_eq!(mask_of(tid), own, "a thread started while confined kept the one CPU");
+    done_tx.send(()).unwrap();
+    child.join().unwrap();
+
+    // A call beside another: nothing is confined.
+    std::thread::sleep(BUSY_SPELL * 3);
+    let first = near_caller::enter_from_event_loop();
+    call = near_caller::enter_from_event_loop();
+    call.before_waking_caller();
+    assert_eq!(mask(), own, "a call beside another confined its caller");
+    drop((first, call));
 }

@@ -53,8 +53,10 @@ mod spin;
 /// a call spawns, the connection drivers and the reply's waker all run on
 /// one thread, and a call costs one crossing each way, not wake-ups between
 /// workers (the bindings' hot-path tests count them). With `near_caller`,
-/// its blocking calls place that thread and their callers
-/// ([`near_caller`]; for a process whose other threads leave its CPUs free).
+/// the calls made through [`near_caller::enter`] (blocking) and
+/// [`near_caller::enter_from_event_loop`] place that thread and their
+/// callers ([`near_caller`]; for a process whose other threads leave its
+/// CPUs free).
 pub fn binding_runtime(thread_name: &str, near_caller: bool) -> std::io::Result<tokio::runtime::Runtime> {
     let rt =
         tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().thread_name(thread_name).build()?;

@@ -28,7 +28,8 @@
 //! caller, and a thread confined to one CPU waits behind whichever of them
 //! runs there (its Redis lock+unlock went from 45 to 89 µs at p50 and from
 //! 477 µs to 8.2 ms at p99 with placement). Node's event-loop thread is not
-//! blocked while its call is out, so nothing there is placed either.
+//! blocked while its call is out: it is kept on its CPU only for the
+//! outcome's wake-up ([`EventLoopCall`]).
 //!
 //! Python, paced 10 ms apart: 521 → 158–185 µs per acquire+release (redis-py
 //! 123–136); paced 2 ms: 283 → 104–122 (redis-py 102–108); a busy loop 48–53
@@ -95,12 +96,23 @@ pub struct Placement {
     caller: Option<(os::Tid, os::Mask)>,
 }
 
-/// A blocking call begins on the calling thread (see the module docs).
-pub fn enter() -> Placement {
+/// What a call beginning now does with the threads (see the module docs).
+enum Decision {
+    /// Placement is off: nothing.
+    Leave,
+    /// Calls overlap: the runtime's threads on their own masks.
+    Own,
+    /// A busy loop: the runtime's threads beside the caller's CPU.
+    Beside(i32),
+    /// A lone call, quiet or right after one: the caller's CPU.
+    Near(i32),
+}
+
+/// Counts a call in and decides where it runs, on the calling thread.
+fn begin_call() -> Decision {
     let alone = CALLS.fetch_add(1, Ordering::Relaxed) == 0;
-    let mut placement = Placement { caller: None };
     if !ENABLED.load(Ordering::Relaxed) || !spinning_allowed() {
-        return placement;
+        return Decision::Leave;
     }
     let streak = if super::hot_worker::in_busy_spell_now() {
         STREAK.fetch_add(1, Ordering::Relaxed).saturating_add(1)
@@ -119,14 +131,29 @@ pub fn enter() -> Placement {
     // threads made 19.8k acquire+release/s against 20.5k with placement off
     // (8 runs each, within noise); it was not measured without the rule.
     if !alone || cpu < 0 || super::spin::in_busy_spell(LAST_OVERLAP.load(Ordering::Relaxed), now) {
-        place_runtime(Place::Own);
+        Decision::Own
     } else if streak >= SPREAD_AFTER {
-        place_runtime(Place::Beside(cpu));
-    } else if let Some(own) = os::own_mask() {
-        let tid = os::tid();
-        if os::set_mask(tid, &os::only(cpu)) {
-            placement.caller = Some((tid, own));
-            place_runtime(Place::On(cpu));
+        Decision::Beside(cpu)
+    } else {
+        Decision::Near(cpu)
+    }
+}
+
+/// A blocking call begins on the calling thread (see the module docs).
+pub fn enter() -> Placement {
+    let mut placement = Placement { caller: None };
+    match begin_call() {
+        Decision::Leave => {}
+        Decision::Own => place_runtime(Place::Own),
+        Decision::Beside(cpu) => place_runtime(Place::Beside(cpu)),
+        Decision::Near(cpu) => {
+            if let Some(own) = os::own_mask() {
+                let tid = os::tid();
+                if os::set_mask(tid, &os::only(cpu)) {
+                    placement.caller = Some((tid, own));
+                    place_runtime(Place::On(cpu));
+                }
+            }
         }
     }
     placement
@@ -136,6 +163,91 @@ impl Drop for Placement {
     fn drop(&mut self) {
         if let Some((tid, own)) = self.caller.take() {
             os::set_mask(tid, &own);
+        }
+        CALLS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One call from an event loop's thread (Node's), from its beginning there
+/// until its outcome is back there. The runtime's thread is placed as for
+/// a blocking call. Unlike a blocking caller, the loop's thread goes on
+/// running the loop while its call is out, so it is not confined then: a
+/// thread it started would inherit the one CPU. What costs a lone call
+/// after quiet is where the outcome wakes it: the runtime's thread wakes it
+/// while still running on its CPU, so the kernel puts it on the other, idle
+/// one (halted, on a virtual machine), where its caches are cold. So just
+/// before the outcome is handed over ([`EventLoopCall::before_waking_caller`])
+/// the loop's thread is confined to the CPU it began the call on, and it
+/// gets its own mask back as it takes the outcome (this is dropped there).
+/// A thread it starts in that moment inherits the one CPU: a drop that
+/// finds more threads in the process than at the hand-over gives every
+/// other thread confined to just that CPU the loop's own mask (a thread the
+/// process pinned to exactly that CPU itself would lose its pin then).
+///
+/// Node, `status()` paced 10 ms apart: 413–456 → 119–135 µs at p50; an
+/// acquire+release (`bench/node/paced.mjs 10`, old and new addon taking
+/// turns, 4 runs each): 619–637 → 376–429 µs; without the runtime's thread
+/// placed, 50–140 µs more (3 runs each). ioredis' SET NX plus a compare-
+/// and-delete script took 150–250 µs in the same runs.
+#[must_use = "the call counts as in flight until this is dropped"]
+pub struct EventLoopCall {
+    caller: Option<LoopCaller>,
+}
+
+struct LoopCaller {
+    tid: os::Tid,
+    own: os::Mask,
+    cpu: i32,
+    /// Threads of the process when the caller was confined (0: not confined).
+    threads: usize,
+}
+
+/// A call begins on an event loop's thread (see [`EventLoopCall`]).
+pub fn enter_from_event_loop() -> EventLoopCall {
+    let mut call = EventLoopCall { caller: None };
+    let decision = begin_call();
+    match decision {
+        Decision::Leave => {}
+        Decision::Own => place_runtime(Place::Own),
+        Decision::Beside(cpu) => place_runtime(Place::Beside(cpu)),
+        Decision::Near(cpu) => place_runtime(Place::On(cpu)),
+    }
+    if let Decision::Near(cpu) = decision {
+        call.caller = os::own_mask().map(|own| LoopCaller { tid: os::tid(), own, cpu, threads: 0 });
+    }
+    call
+}
+
+/// Times a caller was confined for its outcome's wake-up: what the Node
+/// binding's tests count.
+static LOOP_WAKEUPS_PLACED: AtomicU64 = AtomicU64::new(0);
+
+/// How many event-loop calls had their caller confined for the wake-up so far.
+pub fn loop_wakeups_placed() -> u64 {
+    LOOP_WAKEUPS_PLACED.load(Ordering::Relaxed)
+}
+
+impl EventLoopCall {
+    /// Call on the runtime's thread with the outcome in hand, just before
+    /// it is handed to the loop's thread.
+    pub fn before_waking_caller(&mut self) {
+        if let Some(c) = &mut self.caller {
+            let threads = os::thread_count();
+            if threads > 0 && os::set_mask(c.tid, &os::only(c.cpu)) {
+                c.threads = threads;
+                LOOP_WAKEUPS_PLACED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Drop for EventLoopCall {
+    fn drop(&mut self) {
+        if let Some(c) = self.caller.take().filter(|c| c.threads > 0) {
+            os::set_mask(c.tid, &c.own);
+            if os::thread_count() > c.threads {
+                os::widen_threads_confined_to(c.cpu, &c.own, c.tid);
+            }
         }
         CALLS.fetch_sub(1, Ordering::Relaxed);
     }
@@ -253,6 +365,30 @@ mod os {
         // SAFETY: a thread of this process and a mask of ours.
         unsafe { libc::sched_setaffinity(tid, SIZE, mask) == 0 }
     }
+
+    /// The process's threads (0: unknown). One `stat`: procfs counts a
+    /// directory's links as its entries plus two.
+    pub(super) fn thread_count() -> usize {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self/task").map_or(0, |m| (m.nlink() as usize).saturating_sub(2))
+    }
+
+    /// Gives every thread of the process but `except` whose mask is only
+    /// `cpu` the mask `to`.
+    pub(super) fn widen_threads_confined_to(cpu: i32, to: &Mask, except: Tid) {
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return };
+        let one = only(cpu);
+        for tid in tasks.flatten().filter_map(|t| t.file_name().to_str()?.parse::<Tid>().ok()) {
+            // SAFETY: reads a thread's mask into a zeroed set.
+            let confined = unsafe {
+                let mut m: Mask = std::mem::zeroed();
+                libc::sched_getaffinity(tid, SIZE, &mut m) == 0 && libc::CPU_EQUAL(&m, &one)
+            };
+            if tid != except && confined {
+                set_mask(tid, to);
+            }
+        }
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -279,4 +415,10 @@ mod os {
     pub(super) fn set_mask(_: Tid, _: &Mask) -> bool {
         false
     }
+
+    pub(super) fn thread_count() -> usize {
+        0
+    }
+
+    pub(super) fn widen_threads_confined_to(_: i32, _: &Mask, _: Tid) {}
 }
