@@ -91,7 +91,7 @@ def node_rows(d):
     for b in ("redis", "zookeeper"):
         for name, r in d.get(b, {}).items():
             poly = name == "polylock"
-            for metric in ("uncontended", "handoff"):
+            for metric in ("uncontended", "paced", "handoff"):
                 if metric in r:
                     out.append(row("node", b, name, metric, r[metric]["p50"] * 1000, r[metric]["p99"] * 1000, poly))
     floor = d.get("floor", {})
@@ -226,8 +226,9 @@ def main():
           "Backends `redis+sentinel` and `redis+cluster` (java): polylock with `replicas=1` and Redisson with its",
           "Sentinel / Cluster config and default `checkLockSyncedSlaves`, so both have replicas acknowledge each",
           "lock and unlock.",
-          "Metric `paced` (python): uncontended acquire+release, each call after a 2 ms pause, as a service's",
-          "calls come: every call is then a quiet one, after polylock's threads stopped polling (see the README).",
+          "Metric `paced` (python, node): uncontended acquire+release, each call after a 2 ms pause, as a",
+          "service's calls come: every call is then a quiet one, after polylock's threads stopped polling (see",
+          "the README).",
           ""]
     langs = sorted({r["lang"] for r in rows}, key=["rust", "python", "node", "java"].index)
     targets = []

@@ -58,6 +58,35 @@ async function interleaved(ops) {
   return samples.map(percentiles)
 }
 
+// The pause before each paced acquire+release: a service's lock calls come
+// between requests, not back to back. Longer than the 1 ms after which the
+// runtime's thread stops polling for the next call, so every paced call is
+// a quiet one, as most calls in a service are (as in bench/python).
+const PACE_MS = 2
+const PACED_ITERATIONS = Number(process.env.BENCH_PACED_ITERATIONS ?? 400)
+
+// Every implementation's acquire+release, each after PACE_MS of quiet:
+// batches of 50 take turns, as in `interleaved`; the pause is not timed.
+async function pacedOnRedis() {
+  const impls = await Promise.all(KINDS.map((kind) => open(kind, REDIS)))
+  const keys = KINDS.map((kind) => key(`paced-${kind}`))
+  const samples = KINDS.map(() => [])
+  for (let i = 0; i < impls.length; i++) for (let w = 0; w < 20; w++) await impls[i].release(await impls[i].acquire(keys[i]))
+  for (let r = 0; r * 50 < PACED_ITERATIONS; r++) {
+    for (let k = 0; k < impls.length; k++) {
+      const i = (r + k) % impls.length
+      for (let j = 0; j < 50; j++) {
+        await sleep(PACE_MS)
+        const t = now()
+        await impls[i].release(await impls[i].acquire(keys[i]))
+        samples[i].push(now() - t)
+      }
+    }
+  }
+  await Promise.all(impls.map((impl) => impl.close()))
+  return Object.fromEntries(KINDS.map((kind, i) => [kind, percentiles(samples[i])]))
+}
+
 // polylock's uncontended acquire and release as the two script calls its runtime
 // sends (by SHA1, once the server has the scripts), from the Rust benchmark binary (one definition for every language;
 // bench/node/run.sh builds it).
@@ -153,12 +182,13 @@ if (ZK) throughputs.zookeeper = await throughput(ZK)
 console.error(`throughput (acquire+release/s, ${TP_LOCKS} locks, ${TP_LOOPS} async loops, one client): ${JSON.stringify(throughputs)}`)
 if (process.env.BENCH_ONLY_THROUGHPUT === '1') process.exit(0)
 
-const results = { settings: { WARMUP, ITERATIONS, HANDOFFS, HOLD_MS, POLL_MS, redis: REDIS, zk: ZK ?? null }, redis: {}, zookeeper: {}, throughput: throughputs }
+const results = { settings: { WARMUP, ITERATIONS, HANDOFFS, HOLD_MS, POLL_MS, PACE_MS, PACED_ITERATIONS, redis: REDIS, zk: ZK ?? null }, redis: {}, zookeeper: {}, throughput: throughputs }
 const onRedis = await uncontendedOnRedis()
+const paced = await pacedOnRedis()
 results.floor = onRedis.floor
 results.rawScripts = onRedis.rawScripts
 for (const kind of KINDS) {
-  results.redis[kind] = { uncontended: onRedis.uncontended[kind], handoff: await handoff(kind, REDIS) }
+  results.redis[kind] = { uncontended: onRedis.uncontended[kind], paced: paced[kind], handoff: await handoff(kind, REDIS) }
   console.error(`done: ${kind} on redis`)
 }
 if (ZK) {
@@ -173,21 +203,28 @@ const lines = [
   `Node ${process.version}; ${ITERATIONS} uncontended acquire+release after ${WARMUP} warm-up (the floor and the Redis implementations interleaved, in batches of ${BATCH}); ${HANDOFFS} cross-process handoffs`,
   `(holder releases -> waiter in another process returns, process.hrtime.bigint()); peers poll every ${POLL_MS} ms. Times in ms.`,
   '',
-  '| backend | implementation | uncontended p50 | uncontended p99 | handoff p50 | handoff p99 | polylock/this uncontended p50 | polylock/this handoff p50 |',
-  '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  `Paced: ${PACED_ITERATIONS} acquire+release each after a ${PACE_MS} ms pause (not timed), implementations taking turns in batches of 50.`,
+  '',
+  '| backend | implementation | uncontended p50 | uncontended p99 | paced p50 | paced p99 | handoff p50 | handoff p99 | polylock/this uncontended p50 | polylock/this paced p50 | polylock/this handoff p50 |',
+  '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
 ]
 for (const kind of KINDS) {
   const r = results.redis[kind]
-  const ratios = kind === 'polylock' ? ['', ''] : [ratio(poly.uncontended.p50, r.uncontended.p50), ratio(poly.handoff.p50, r.handoff.p50)]
-  lines.push(`| redis | ${kind} | ${f(r.uncontended.p50)} | ${f(r.uncontended.p99)} | ${f(r.handoff.p50)} | ${f(r.handoff.p99)} | ${ratios.join(' | ')} |`)
+  const ratios =
+    kind === 'polylock'
+      ? ['', '', '']
+      : [ratio(poly.uncontended.p50, r.uncontended.p50), ratio(poly.paced.p50, r.paced.p50), ratio(poly.handoff.p50, r.handoff.p50)]
+  lines.push(
+    `| redis | ${kind} | ${f(r.uncontended.p50)} | ${f(r.uncontended.p99)} | ${f(r.paced.p50)} | ${f(r.paced.p99)} | ${f(r.handoff.p50)} | ${f(r.handoff.p99)} | ${ratios.join(' | ')} |`,
+  )
 }
 if (results.zookeeper.polylock) {
   const r = results.zookeeper.polylock
-  lines.push(`| zookeeper | polylock | ${f(r.uncontended.p50)} | ${f(r.uncontended.p99)} | ${f(r.handoff.p50)} | ${f(r.handoff.p99)} | | |`)
+  lines.push(`| zookeeper | polylock | ${f(r.uncontended.p50)} | ${f(r.uncontended.p99)} | | | ${f(r.handoff.p50)} | ${f(r.handoff.p99)} | | | |`)
 }
-lines.push(`| redis | floor: ioredis PING | ${f(results.floor.p50)} | ${f(results.floor.p99)} | | | | |`)
+lines.push(`| redis | floor: ioredis PING | ${f(results.floor.p50)} | ${f(results.floor.p99)} | | | | | | | |`)
 lines.push(
-  `| redis | raw: polylock's two scripts over ioredis | ${f(results.rawScripts.p50)} | ${f(results.rawScripts.p99)} | | | ${ratio(poly.uncontended.p50, results.rawScripts.p50)} | |`,
+  `| redis | raw: polylock's two scripts over ioredis | ${f(results.rawScripts.p50)} | ${f(results.rawScripts.p99)} | | | | | ${ratio(poly.uncontended.p50, results.rawScripts.p50)} | | |`,
 )
 lines.push('', `Throughput, acquire+release per second across ${TP_LOCKS} distinct locks from one client (${TP_LOOPS} concurrent async loops,`,
   `\`await lock.acquire()\` / \`release()\`, ${TP_MS / 1000} s after 0.5 s warm-up):`, '', '| backend | ops/s |', '| --- | ---: |')
