@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 #[cfg(test)]
 use super::spin::MAX_MISSES;
-use super::spin::{in_busy_spell, nanos_since_epoch, spinning_allowed, SpinPolicy, SPIN};
+use super::spin::{cores_free, in_busy_spell, nanos_since_epoch, spinning_allowed, yield_core, SpinPolicy, SPIN};
 
 /// How long after the last call ends the thread stays awake for the next:
 /// longer than an event loop's turn from one promise to its next call.
@@ -100,6 +100,7 @@ impl Call {
     fn begin() -> Self {
         IN_FLIGHT.fetch_add(1, Ordering::Relaxed);
         if spinning_allowed()
+            && cores_free()
             && in_busy_spell(LAST_END.load(Ordering::Relaxed), nanos_since_epoch())
             && !SPINNING.load(Ordering::Relaxed)
             && POLICY.pays()
@@ -153,7 +154,9 @@ async fn spin() {
             MISSED.fetch_add(1, Ordering::Relaxed);
             break;
         }
-        std::thread::yield_now();
+        if !yield_core() {
+            break;
+        }
         tokio::task::yield_now().await;
     }
     SPINNING.store(false, Ordering::Release);

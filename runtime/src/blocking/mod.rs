@@ -43,7 +43,7 @@ pub enum Slice<T> {
     Failed(String),
 }
 
-pub use spin::{wait_counts, WaitCounts, BUSY_SPELL, SPIN};
+pub use spin::{contended_yields, wait_counts, WaitCounts, BUSY_SPELL, CONTENDED_FOR, CONTENDED_YIELD, SPIN};
 
 pub mod hot_worker;
 pub mod near_caller;

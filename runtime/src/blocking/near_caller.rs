@@ -125,6 +125,11 @@ fn begin_call() -> Decision {
     if !alone {
         LAST_OVERLAP.store(now, Ordering::Relaxed);
     }
+    // Other processes keep the cores busy: a thread confined to one waits
+    // behind them (see `spin::yield_core`); none is confined for a while.
+    if !super::spin::cores_free() {
+        return Decision::Own;
+    }
     // A call alone for a moment among overlapping ones (threads taking
     // turns) leaves the threads where they are: placing them back and forth
     // would move the runtime's thread as it runs. With this rule, 16 Python
