@@ -126,7 +126,8 @@ def jvm_rows(d):
             if system.endswith(f" ({mode})"):
                 b, system = mode, system[: -len(f" ({mode})")]
         poly = system.startswith("polylock")
-        metric = "floor" if op.startswith("floor") else ("handoff" if op.startswith("handoff") else "uncontended")
+        metric = ("floor" if op.startswith("floor") else "handoff" if op.startswith("handoff")
+                  else "paced" if op.startswith("paced") else "uncontended")
         name = "polylock" if poly else (f"floor: {system}" if metric == "floor" else system)
         out.append(row("java", b, name, metric, r["p50_us"], r["p99_us"], poly))
     return out
@@ -226,7 +227,7 @@ def main():
           "Backends `redis+sentinel` and `redis+cluster` (java): polylock with `replicas=1` and Redisson with its",
           "Sentinel / Cluster config and default `checkLockSyncedSlaves`, so both have replicas acknowledge each",
           "lock and unlock.",
-          "Metric `paced` (python, node): uncontended acquire+release, each call after a 2 ms pause, as a",
+          "Metric `paced` (python, node, java): uncontended acquire+release, each call after a 2 ms pause, as a",
           "service's calls come: every call is then a quiet one, after polylock's threads stopped polling (see",
           "the README).",
           ""]

@@ -54,6 +54,9 @@ import redis.clients.jedis.Jedis;
  * throughput: lock+unlock per second across 1,000 distinct locks from one
  * process, 16 threads on random names, for polylock (Redis and ZooKeeper),
  * Redisson and Curator (BENCH_ONLY_THROUGHPUT=1: print it, write nothing).
+ * And paced: polylock's and Redisson's Redis lock+unlock each after a 2 ms
+ * pause, as a service's calls come (BENCH_ONLY_PACED=1: print it, write
+ * nothing).
  */
 public final class Bench {
     static final int WARMUP = 300;
@@ -67,6 +70,10 @@ public final class Bench {
     static final int WORK_ROUNDS = 7;
     static final int WORK_UNCONTENDED = 200;
     static final int WORK_HANDOFFS = 30;
+    /** Paced rows: each lock+unlock after this pause (not timed), as a service's calls come, each a quiet one. */
+    static final int PACE_MS = 2;
+    static final int PACED_ITERATIONS = 400;
+    static final String PACED = "paced lock+unlock (each after a 2 ms pause)";
 
     /** A lock as the harness drives it: one thread calls lock/unlock. */
     interface Locker {
@@ -96,6 +103,10 @@ public final class Bench {
         }
         if ("1".equals(System.getenv("BENCH_ONLY_THROUGHPUT"))) {
             throughputs(redisUrl, zkUrl, zkConnect, run + "-tp");
+            System.exit(0);
+        }
+        if ("1".equals(System.getenv("BENCH_ONLY_PACED"))) {
+            paced(redisUrl, run + "-paced"); // each row prints itself
             System.exit(0);
         }
         List<Row> rows = new ArrayList<>();
@@ -194,6 +205,7 @@ public final class Bench {
         }
         ra.shutdown();
         rb.shutdown();
+        rows.addAll(paced(redisUrl, run + "-paced"));
 
         // ---- Redis as deployed: a Sentinel set and a Redis Cluster ----
         for (Mode mode : modes()) {
@@ -446,6 +458,41 @@ public final class Bench {
     /** A floor's samples as its row ("floor: 1 round trip"). */
     static Row floorRow(Row r) {
         return new Row("floor: 1 round trip", r.system(), r.p50(), r.p99(), r.n());
+    }
+
+    /** polylock's and Redisson's lock+unlock on Redis, each after {@link #PACE_MS} of quiet, taking turns. */
+    static List<Row> paced(String redisUrl, String name) throws Exception {
+        RedissonClient r = redisson(redisUrl);
+        try (LockClient c = LockClient.connect(redisUrl)) {
+            Map<String, Op> ops = Map.of(
+                    "polylock (redis)", lockUnlock(polylock(c, name)),
+                    "Redisson RLock", lockUnlock(redissonLocker(r, name + "-redisson")));
+            List<String> systems = new ArrayList<>(new java.util.TreeSet<>(ops.keySet()));
+            for (String system : systems) {
+                for (int i = 0; i < WARMUP; i++) {
+                    ops.get(system).run();
+                }
+            }
+            Map<String, long[]> ns = new LinkedHashMap<>();
+            systems.forEach(system -> ns.put(system, new long[PACED_ITERATIONS]));
+            final int batch = 50;
+            for (int round = 0; round * batch < PACED_ITERATIONS; round++) {
+                for (int k = 0; k < systems.size(); k++) {
+                    String system = systems.get((round + k) % systems.size());
+                    for (int i = round * batch; i < Math.min(PACED_ITERATIONS, (round + 1) * batch); i++) {
+                        Thread.sleep(PACE_MS);
+                        long t0 = System.nanoTime();
+                        ops.get(system).run();
+                        ns.get(system)[i] = System.nanoTime() - t0;
+                    }
+                }
+            }
+            List<Row> rows = new ArrayList<>();
+            ns.forEach((system, samples) -> rows.add(row(PACED, system, samples)));
+            return rows;
+        } finally {
+            r.shutdown();
+        }
     }
 
     /** Iterations per batch of {@link #interleaved}. */
