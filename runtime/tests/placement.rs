@@ -14,15 +14,20 @@ use polylock::blocking::{binding_runtime, hot_worker, near_caller, Slice, Sliced
 /// The placement is process-wide: one test at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Whether placement can be seen here (why not, if not).
-fn placeable(own: &[usize]) -> Option<&'static str> {
-    if own.len() < 2 {
-        Some("one CPU, nothing to place")
+/// This test's turn and the calling thread's CPUs, or `None` (said why)
+/// where placement cannot be seen.
+fn placeable() -> Option<(std::sync::MutexGuard<'static, ()>, Vec<usize>)> {
+    let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let own = mask();
+    let why = if own.len() < 2 {
+        "one CPU, nothing to place"
     } else if std::env::var("POLYLOCK_SPIN").is_ok() {
-        Some("POLYLOCK_SPIN is set")
+        "POLYLOCK_SPIN is set"
     } else {
-        None
-    }
+        return Some((serial, own));
+    };
+    eprintln!("skipped: {why}");
+    None
 }
 
 /// The calling thread's CPU mask, as a list of CPUs.
@@ -49,12 +54,7 @@ fn call(rt: &tokio::runtime::Runtime) -> (Vec<usize>, Vec<usize>) {
 
 #[test]
 fn a_lone_call_after_quiet_runs_on_its_callers_cpu_and_overlapping_calls_spread() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let own = mask();
-    if let Some(why) = placeable(&own) {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    let Some((_serial, own)) = placeable() else { return };
     // Quiet, whichever test ran before.
     std::thread::sleep(BUSY_SPELL * 3);
     let rt = binding_runtime("placement-test", true).unwrap();
@@ -116,12 +116,7 @@ fn mask_of(tid: libc::pid_t) -> Vec<usize> {
 
 #[test]
 fn an_event_loops_lone_call_wakes_it_on_its_cpu_and_gives_its_cpus_back() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let own = mask();
-    if let Some(why) = placeable(&own) {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    let Some((_serial, own)) = placeable() else { return };
     let rt = binding_runtime("placement-loop-test", true).unwrap();
     // Lets the runtime's thread register itself.
     rt.block_on(rt.spawn(async {})).unwrap();
@@ -207,12 +202,7 @@ impl Drop for Hogs {
 /// while (`spin::yield_core`). Counted: calls that took a time slice.
 #[test]
 fn a_busy_loop_beside_busy_cpus_is_not_held_up_by_spinning_or_placement() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let own = mask();
-    if let Some(why) = placeable(&own) {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    let Some((_serial, own)) = placeable() else { return };
     let rt = binding_runtime("placement-busy-cpus", true).unwrap();
     let client = rt.block_on(support::client(&support::redis_url()));
     let lock = client.lock(&support::unique("placement-busy-cpus")).unwrap();

@@ -467,29 +467,7 @@ public final class Bench {
             Map<String, Op> ops = Map.of(
                     "polylock (redis)", lockUnlock(polylock(c, name)),
                     "Redisson RLock", lockUnlock(redissonLocker(r, name + "-redisson")));
-            List<String> systems = new ArrayList<>(new java.util.TreeSet<>(ops.keySet()));
-            for (String system : systems) {
-                for (int i = 0; i < WARMUP; i++) {
-                    ops.get(system).run();
-                }
-            }
-            Map<String, long[]> ns = new LinkedHashMap<>();
-            systems.forEach(system -> ns.put(system, new long[PACED_ITERATIONS]));
-            final int batch = 50;
-            for (int round = 0; round * batch < PACED_ITERATIONS; round++) {
-                for (int k = 0; k < systems.size(); k++) {
-                    String system = systems.get((round + k) % systems.size());
-                    for (int i = round * batch; i < Math.min(PACED_ITERATIONS, (round + 1) * batch); i++) {
-                        Thread.sleep(PACE_MS);
-                        long t0 = System.nanoTime();
-                        ops.get(system).run();
-                        ns.get(system)[i] = System.nanoTime() - t0;
-                    }
-                }
-            }
-            List<Row> rows = new ArrayList<>();
-            ns.forEach((system, samples) -> rows.add(row(PACED, system, samples)));
-            return rows;
+            return new ArrayList<>(interleaved(PACED, ops, PACED_ITERATIONS, 50, PACE_MS).values());
         } finally {
             r.shutdown();
         }
@@ -507,6 +485,12 @@ public final class Bench {
      * turns in name order.
      */
     static Map<String, Row> interleaved(String operation, Map<String, Op> ops) throws Exception {
+        return interleaved(operation, ops, ITERATIONS, BATCH, 0);
+    }
+
+    /** {@link #interleaved(String, Map)} with each op after {@code pauseMs} of quiet (not timed) when it is not 0. */
+    static Map<String, Row> interleaved(String operation, Map<String, Op> ops, int iterations, int batch, int pauseMs)
+            throws Exception {
         List<String> systems = new ArrayList<>(new java.util.TreeSet<>(ops.keySet()));
         for (String system : systems) {
             for (int i = 0; i < WARMUP; i++) {
@@ -514,15 +498,18 @@ public final class Bench {
             }
         }
         Map<String, long[]> ns = new LinkedHashMap<>();
-        systems.forEach(system -> ns.put(system, new long[ITERATIONS]));
-        for (int round = 0; round * BATCH < ITERATIONS; round++) {
-            int from = round * BATCH;
-            int to = Math.min(ITERATIONS, from + BATCH);
+        systems.forEach(system -> ns.put(system, new long[iterations]));
+        for (int round = 0; round * batch < iterations; round++) {
+            int from = round * batch;
+            int to = Math.min(iterations, from + batch);
             for (int k = 0; k < systems.size(); k++) {
                 String system = systems.get((round + k) % systems.size());
                 Op op = ops.get(system);
                 long[] out = ns.get(system);
                 for (int i = from; i < to; i++) {
+                    if (pauseMs > 0) {
+                        Thread.sleep(pauseMs);
+                    }
                     long t0 = System.nanoTime();
                     op.run();
                     out[i] = System.nanoTime() - t0;
