@@ -101,3 +101,11 @@ pub(crate) fn caller_waits() -> (u64, u64, u64) {
     let c = polylock::blocking::wait_counts();
     (c.spun, c.missed, c.slept)
 }
+
+/// Spinners' yields so far that found their core taken by another
+/// process (spinning and placement then pause): the hot-path test measures
+/// only spells without one.
+#[pyfunction]
+pub(crate) fn contended_yields() -> u64 {
+    polylock::blocking::contended_yields()
+}

@@ -13,6 +13,7 @@ __all__ = [
     "Semaphore",
     "caller_waits",
     "connect",
+    "contended_yields",
     "fresh_owner_id",
     "runtime_wakes",
 ]
@@ -27,6 +28,9 @@ def runtime_wakes() -> int: ...
 # Blocked callers' waits so far: (outcomes taken while spinning, spins that
 # ended without the outcome, waits that slept).
 def caller_waits() -> tuple[int, int, int]: ...
+
+# Spinners' yields so far that found their core taken by another process.
+def contended_yields() -> int: ...
 def connect(
     url: str,
     connect_timeout: float,

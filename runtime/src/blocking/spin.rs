@@ -101,7 +101,10 @@ pub(super) fn nanos_since_epoch() -> u64 {
 pub const CONTENDED_YIELD: Duration = Duration::from_micros(500);
 
 /// How long after a contended yield nothing spins and nothing is placed.
-pub const CONTENDED_FOR: Duration = Duration::from_secs(1);
+/// Short: a burst of other work (a child process starting) should cost a
+/// moment of spinning, not a second of it; beside processes that stay busy
+/// it costs one stalled poll in each such spell.
+pub const CONTENDED_FOR: Duration = Duration::from_millis(100);
 
 /// When a spinner's yield last found its core contended (ns since the epoch; 0: never).
 static CONTENDED_AT: AtomicU64 = AtomicU64::new(0);
