@@ -154,6 +154,9 @@ fn an_event_loops_lone_call_wakes_it_on_its_cpu_and_gives_its_cpus_back() {
     drop(call);
     assert_eq!(mask(), own, "the loop's thread did not get its own mask back");
     assert_eq!(mask_of(tid), own, "a thread started while confined kept the one CPU");
+    // The runtime's thread is placed there, not confined by inheritance: it stays.
+    let still = rt.block_on(rt.spawn(async { mask() })).unwrap();
+    assert_eq!(still, runtime, "widening the new threads moved the runtime's thread too");
     done_tx.send(()).unwrap();
     child.join().unwrap();
 

@@ -186,8 +186,9 @@ impl Drop for Placement {
 /// gets its own mask back as it takes the outcome (this is dropped there).
 /// A thread it starts in that moment inherits the one CPU: a drop that
 /// finds more threads in the process than at the hand-over gives every
-/// other thread confined to just that CPU the loop's own mask (a thread the
-/// process pinned to exactly that CPU itself would lose its pin then).
+/// other thread confined to just that CPU, but the runtime's (placed
+/// there), the loop's own mask (a thread the process pinned to exactly that
+/// CPU itself would lose its pin then).
 ///
 /// Node, `status()` paced 10 ms apart: 413–456 → 119–135 µs at p50; an
 /// acquire+release (`bench/node/paced.mjs 10`, old and new addon taking
@@ -251,7 +252,12 @@ impl Drop for EventLoopCall {
         if let Some(c) = self.caller.take().filter(|c| c.threads > 0) {
             os::set_mask(c.tid, &c.own);
             if os::thread_count() > c.threads {
-                os::widen_threads_confined_to(c.cpu, &c.own, c.tid);
+                // Not the runtime's threads: they are placed on that CPU.
+                let threads = THREADS.lock().unwrap_or_else(|p| p.into_inner());
+                let mut except: Vec<os::Tid> = threads.iter().map(|(tid, _)| *tid).collect();
+                drop(threads);
+                except.push(c.tid);
+                os::widen_threads_confined_to(c.cpu, &c.own, &except);
             }
         }
         CALLS.fetch_sub(1, Ordering::Relaxed);
@@ -378,9 +384,9 @@ mod os {
         std::fs::metadata("/proc/self/task").map_or(0, |m| (m.nlink() as usize).saturating_sub(2))
     }
 
-    /// Gives every thread of the process but `except` whose mask is only
-    /// `cpu` the mask `to`.
-    pub(super) fn widen_threads_confined_to(cpu: i32, to: &Mask, except: Tid) {
+    /// Gives every thread of the process but those in `except` whose mask
+    /// is only `cpu` the mask `to`.
+    pub(super) fn widen_threads_confined_to(cpu: i32, to: &Mask, except: &[Tid]) {
         let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return };
         let one = only(cpu);
         for tid in tasks.flatten().filter_map(|t| t.file_name().to_str()?.parse::<Tid>().ok()) {
@@ -389,7 +395,7 @@ mod os {
                 let mut m: Mask = std::mem::zeroed();
                 libc::sched_getaffinity(tid, SIZE, &mut m) == 0 && libc::CPU_EQUAL(&m, &one)
             };
-            if tid != except && confined {
+            if confined && !except.contains(&tid) {
                 set_mask(tid, to);
             }
         }
@@ -425,5 +431,5 @@ mod os {
         0
     }
 
-    pub(super) fn widen_threads_confined_to(_: i32, _: &Mask, _: Tid) {}
+    pub(super) fn widen_threads_confined_to(_: i32, _: &Mask, _: &[Tid]) {}
 }
