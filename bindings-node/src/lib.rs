@@ -68,11 +68,19 @@ pub struct HotCounts {
     pub spells: f64,
     pub ended_while_spinning: f64,
     pub missed: f64,
+    /// Spinners' yields that found their core taken by another process,
+    /// after each of which spinning pauses for a while.
+    pub contended_yields: f64,
 }
 
 /// Tests: see `HotCounts`.
 #[napi]
 pub fn hot_counts() -> HotCounts {
     let c = polylock::blocking::hot_worker::hot_counts();
-    HotCounts { spells: c.spells as f64, ended_while_spinning: c.ended_while_spinning as f64, missed: c.missed as f64 }
+    HotCounts {
+        spells: c.spells as f64,
+        ended_while_spinning: c.ended_while_spinning as f64,
+        missed: c.missed as f64,
+        contended_yields: polylock::blocking::contended_yields() as f64,
+    }
 }

@@ -55,6 +55,20 @@ pub extern "system" fn Java_io_polylock_Native_runtimeWakes<'l>(_env: JNIEnv<'l>
     runtime::wakes() as jlong
 }
 
+/// How many spinners' yields found their core contended so far (for the
+/// hot-path test).
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_contendedYields<'l>(_env: JNIEnv<'l>, _c: JClass<'l>) -> jlong {
+    runtime::contended_yields() as jlong
+}
+
+/// How the runtime's thread was kept awake so far (for the hot-path test's
+/// failure message).
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_hotCounts<'l>(env: JNIEnv<'l>, _c: JClass<'l>) -> jstring {
+    env.new_string(runtime::hot_counts()).map(|s| s.into_raw()).unwrap_or(std::ptr::null_mut())
+}
+
 #[no_mangle]
 pub extern "system" fn Java_io_polylock_Native_clientConnect<'l>(
     mut env: JNIEnv<'l>,

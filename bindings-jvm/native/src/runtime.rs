@@ -37,6 +37,18 @@ pub(crate) fn wakes() -> u64 {
     polylock::blocking::thread_wakes(RUNTIME.handle())
 }
 
+/// How many spinners' yields found their core taken by another process so
+/// far (for the hot-path test: such a yield pauses spinning for a while).
+pub(crate) fn contended_yields() -> u64 {
+    polylock::blocking::contended_yields()
+}
+
+/// How the runtime's thread was kept awake so far, for a failing hot-path
+/// test to print.
+pub(crate) fn hot_counts() -> String {
+    format!("{:?}", polylock::blocking::hot_worker::hot_counts())
+}
+
 /// Spawns `fut` for a Java thread to wait on in slices (to answer interrupts).
 pub(crate) fn sliced<T: Send + 'static>(fut: impl Future<Output = T> + Send + 'static) -> Sliced<T> {
     Sliced::spawn(RUNTIME.handle(), fut)

@@ -28,6 +28,12 @@ final class Native {
     /** The runtime thread's sleeps and wake-ups so far (tokio's park/unpark count). */
     static native long runtimeWakes();
 
+    /** How many spinners' yields found their core taken by another process so far. */
+    static native long contendedYields();
+
+    /** How the runtime's thread was kept awake so far (spinner spells, misses, slow calls). */
+    static native String hotCounts();
+
     static native long clientConnect(String url, long connectTimeoutMs, long requestTimeoutMs,
                                      long sessionTimeoutMs, long leaseMs, boolean debugFaults);
 

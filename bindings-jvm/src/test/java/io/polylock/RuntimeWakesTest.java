@@ -51,19 +51,29 @@ class RuntimeWakesTest {
             }
             double bound = BOUND.get(url.startsWith("redis") ? "redis" : "zk");
             // A slow spell of the machine can end the spinner's spells
-            // without a reply: up to five batches before concluding.
+            // without a reply, and another process taking the cores
+            // pauses spinning for a while (polylock::blocking::spin::
+            // yield_core: a test before this one runs servers and
+            // children): up to eight batches before concluding, with a
+            // pause after a contended one. What is counted here is an
+            // uncontended machine's.
             double perRound = Double.MAX_VALUE;
-            for (int batch = 0; batch < 5 && perRound > bound; batch++) {
+            for (int batch = 0; batch < 8 && perRound > bound; batch++) {
+                long contended = Native.contendedYields();
                 long before = Native.runtimeWakes();
                 for (int i = 0; i < ROUNDS; i++) {
                     lock.lock();
                     lock.unlock();
                 }
                 perRound = (Native.runtimeWakes() - before) / (double) ROUNDS;
+                if (Native.contendedYields() != contended) {
+                    Thread.sleep(200);
+                }
             }
             System.out.printf("runtime wake-ups per lock+unlock on %s: %.2f%n", url, perRound);
             assertTrue(perRound <= bound,
-                    String.format("%.2f runtime wake-ups per lock+unlock (at most %.1f)", perRound, bound));
+                    String.format("%.2f runtime wake-ups per lock+unlock (at most %.1f); %d contended yields, %s",
+                            perRound, bound, Native.contendedYields(), Native.hotCounts()));
         }
     }
 }
