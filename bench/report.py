@@ -39,6 +39,15 @@ NAIVE_SEQUENTIAL = "naive raw lock (create, getChildren, delete, one after anoth
 NAIVE_PIPELINED = "naive raw lock (create+watched getChildren pipelined, delete)"
 
 
+# The waiter's client's hops in the Redis handoff breakdown (bench/rust
+# `handoff_breakdown`, stamped by polylock::trace), in order.
+CLIENT_HOPS = (
+    ("report_taken_p50_us", "the waiter's executor has the message (its pub/sub connection read it and sent it over)"),
+    ("grant_sent_p50_us", "its table's grant is handed to the caller's channel"),
+    ("commands_started_p50_us", "the commands the table asked for after the grant (the unsubscribe) are started"),
+    ("report_done_p50_us", "their replies' task is spawned: the executor is done with the message"),
+)
+
 # The raw floor of a ZooKeeper handoff (bench/rust `zk_handoff_floor`).
 ZK_FLOOR = "floor: raw delete to watch event"
 
@@ -377,6 +386,7 @@ def main():
                "| step | at (µs) |", "|---|---:|",
                f"| the handoff's message reaches the waiter's process (release request, script, publish) | {b['pushed_p50_us']:.0f} |",
                f"| the holder's release returns | {b['released_p50_us']:.0f} |",
+               *[f"| {step} | {b[key]:.0f} |" for key, step in CLIENT_HOPS if key in b],
                f"| the waiter's acquire returns | {b['granted_p50_us']:.0f} |",
                f"| (the waiter's client, from the message to the caller) | {b['granted_p50_us'] - b['pushed_p50_us']:.0f} |",
                f"| hot PING / cold PING | {rf['p50']:.0f} / {b['cold_ping_p50_us']:.0f} |",

@@ -24,6 +24,7 @@ use crate::backend::{Report, Started, Transport};
 use crate::clock::SuspendAwareClock;
 use crate::error::{Error, Result};
 use crate::timer::Timer;
+use crate::trace::{self, Hop};
 
 /// Shared by every hold of one grant: tells it about a loss. Dropped on
 /// release, which ends every [`crate::LossWatch`] of the grant with `None`
@@ -308,6 +309,7 @@ impl Executor {
     }
 
     fn on_report(self: &Arc<Self>, report: Report) {
+        trace::stamp(Hop::ReportTaken);
         let mut st = self.state();
         let now = self.now();
         match report {
@@ -316,8 +318,10 @@ impl Executor {
             Report::SessionTimeout(d) => st.table.set_session_timeout(d),
         }
         let started = self.drain(&mut st);
+        trace::stamp(Hop::CommandsStarted);
         drop(st);
         self.run_in_background(started);
+        trace::stamp(Hop::ReportDone);
     }
 
     /// Runs every lock's due timers (the timer task calls this).
@@ -361,7 +365,10 @@ impl Executor {
                 let key = (name.as_str().to_owned(), mode, owner);
                 let hold = st.holds.entry(key).or_insert_with(HoldState::new).clone();
                 let taken = match st.acquires.remove(&ticket) {
-                    Some(tx) => tx.send(Ok(Grant { token, hold, reentry })).is_ok(),
+                    Some(tx) => {
+                        trace::stamp(Hop::GrantSent);
+                        tx.send(Ok(Grant { token, hold, reentry })).is_ok()
+                    }
                     None => false,
                 };
                 if !taken {

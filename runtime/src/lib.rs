@@ -33,6 +33,8 @@ mod options;
 mod owner;
 mod semaphore;
 mod timer;
+#[doc(hidden)]
+pub mod trace;
 mod url;
 
 pub use client::{Client, ClientOptions, LockOptions, Status};

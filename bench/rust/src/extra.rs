@@ -40,6 +40,12 @@ fn stamp_pushes(url: &str, name: &str) -> Arc<AtomicU64> {
     at
 }
 
+/// The hops of the waiter's client that the breakdown reports, in order.
+pub const HOPS: [polylock::trace::Hop; 4] = {
+    use polylock::trace::Hop;
+    [Hop::ReportTaken, Hop::GrantSent, Hop::CommandsStarted, Hop::ReportDone]
+};
+
 /// The child side of the handoff test: wait, print the grant time (and,
 /// on Redis, when the handoff's message reached this process), release, pause.
 pub async fn handoff_waiter(url: &str, name: &str) {
@@ -57,7 +63,9 @@ pub async fn handoff_waiter(url: &str, name: &str) {
         let g = lock.acquire_as(OwnerId(2), None).await.unwrap();
         let t = monotonic_ns();
         g.release().await.unwrap();
-        println!("{t} {}", pushed.load(Ordering::SeqCst));
+        // The waiter's client's own hops for that message (polylock::trace).
+        let hops = HOPS.map(|hop| polylock::trace::last(hop).to_string()).join(" ");
+        println!("{t} {} {hops}", pushed.load(Ordering::SeqCst));
         std::io::stdout().flush().unwrap();
     }
     client.close().await;
@@ -70,6 +78,10 @@ pub struct HandoffTimes {
     pub granted: Vec<Duration>,
     pub released: Vec<Duration>,
     pub pushed: Vec<Duration>,
+    /// When the waiter's client passed each of [`HOPS`] for the handoff's
+    /// message (Redis only; those handoffs whose stamps all came after the
+    /// release call).
+    pub hops: [Vec<Duration>; 4],
     /// Redis: a raw PING from this process after the same 20 ms of quiet
     /// that precede each handoff (the floor of a request that wakes idle
     /// threads on both sides, which a hot PING loop never does).
@@ -95,6 +107,7 @@ pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> 
         granted: Vec::new(),
         released: Vec::new(),
         pushed: Vec::new(),
+        hops: Default::default(),
         cold_ping: Vec::new(),
         cold_hop: Vec::new(),
     };
@@ -120,11 +133,17 @@ pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> 
         from_child.read_line(&mut line).unwrap();
         let mut stamps = line.split_whitespace().map(|v| v.parse::<u64>().unwrap());
         let (t1, pushed) = (stamps.next().unwrap(), stamps.next().unwrap_or(0));
+        let hops: Vec<u64> = stamps.collect();
         if i >= 5 {
             out.granted.push(Duration::from_nanos(t1.saturating_sub(t0)));
             out.released.push(Duration::from_nanos(released.saturating_sub(t0)));
             if pushed > t0 {
                 out.pushed.push(Duration::from_nanos(pushed - t0));
+            }
+            if pushed > t0 && hops.len() == HOPS.len() && hops.iter().all(|&h| h > t0) {
+                for (times, h) in out.hops.iter_mut().zip(hops) {
+                    times.push(Duration::from_nanos(h - t0));
+                }
             }
         }
     }

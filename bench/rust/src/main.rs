@@ -336,19 +336,39 @@ fn handoff_breakdown(h: &extra::HandoffTimes, ping: f64) -> String {
         "Redis handoff breakdown (p50 µs from the holder's release call): the handoff's message reaches the \
          waiter's process at {pushed:.0} (the release script's request, its run, the publish); the holder's \
          release returns at {released:.0}; the waiter's acquire returns at {granted:.0}, {:.0} after the message \
-         arrived (the waiter's client: read, table, wake the caller). A PING is {ping:.0} in a hot loop and \
+         arrived (the waiter's client: read, table, wake the caller; {}). A PING is {ping:.0} in a hot loop and \
          {cold:.0} after the same 20 ms of quiet that precede each handoff: the handoff is {:.1} hot PINGs, \
          {:.1} cold ones. A binding's hop after the same quiet (a foreign thread to the runtime and back, \
          nothing to do) is {hop:.0}: what a Python or Java handoff adds to this one.\n\n",
         granted - pushed,
+        client_hops(h),
         granted / ping,
         granted / cold,
     )
 }
 
-fn breakdown_json(h: &extra::HandoffTimes) -> String {
+/// The waiter's client's hops ([`extra::HOPS`]), p50 µs from the release call.
+fn client_hops(h: &extra::HandoffTimes) -> String {
+    let [taken, sent, started, done] = h.hops.each_ref().map(|v| p50_of(v));
     format!(
-        "{{\"pushed_p50_us\": {:.1}, \"released_p50_us\": {:.1}, \"granted_p50_us\": {:.1}, \"cold_ping_p50_us\": {:.1}, \"cold_hop_p50_us\": {:.1}}}",
+        "its report task has the message at {taken:.0}, hands the grant to the caller's channel at {sent:.0}, \
+         has started the commands the table asked for after it at {started:.0} and spawned their task at {done:.0}"
+    )
+}
+
+/// The JSON keys of the waiter's client's hops, in [`extra::HOPS`] order.
+const HOP_KEYS: [&str; 4] =
+    ["report_taken_p50_us", "grant_sent_p50_us", "commands_started_p50_us", "report_done_p50_us"];
+
+fn breakdown_json(h: &extra::HandoffTimes) -> String {
+    let hops: String = HOP_KEYS
+        .iter()
+        .zip(&h.hops)
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!(", \"{k}\": {:.1}", p50_of(v)))
+        .collect();
+    format!(
+        "{{\"pushed_p50_us\": {:.1}, \"released_p50_us\": {:.1}, \"granted_p50_us\": {:.1}, \"cold_ping_p50_us\": {:.1}, \"cold_hop_p50_us\": {:.1}{hops}}}",
         p50_of(&h.pushed),
         p50_of(&h.released),
         p50_of(&h.granted),

@@ -1,0 +1,54 @@
+//! When the last report from the server (a pub/sub message, a watch event)
+//! passed each step on its way through this client to the caller it
+//! answers: the hops inside a handoff's waiter that `bench/rust` puts in
+//! its handoff breakdown. Only with the `handoff-trace` feature, which the
+//! benchmark enables; without it [`stamp`] compiles to nothing.
+
+/// A step of a report's way through the executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hop {
+    /// The executor's report task has it (the transport read it and sent it over).
+    ReportTaken = 0,
+    /// A grant the table made of it was handed to its caller's channel.
+    GrantSent = 1,
+    /// The commands the table asked for after it (a handed-over waiter's
+    /// unsubscribe) were started: their requests sent or queued.
+    CommandsStarted = 2,
+    /// The task that drives those commands' replies was spawned: the
+    /// report task is done with it.
+    ReportDone = 3,
+}
+
+#[cfg(feature = "handoff-trace")]
+mod stamps {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    static STAMPS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+    /// `CLOCK_MONOTONIC` in ns: comparable across processes, as the
+    /// benchmark compares its waiter's stamps with its holder's.
+    fn monotonic_ns() -> u64 {
+        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: clock_gettime writes into the timespec we own.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
+    pub(crate) fn stamp(hop: super::Hop) {
+        STAMPS[hop as usize].store(monotonic_ns(), Ordering::Relaxed);
+    }
+
+    /// When a report last passed `hop` (`CLOCK_MONOTONIC` ns; 0: never).
+    pub fn last(hop: super::Hop) -> u64 {
+        STAMPS[hop as usize].load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(feature = "handoff-trace")]
+pub use stamps::last;
+#[cfg(feature = "handoff-trace")]
+pub(crate) use stamps::stamp;
+
+#[cfg(not(feature = "handoff-trace"))]
+#[inline(always)]
+pub(crate) fn stamp(_: Hop) {}
