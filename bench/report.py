@@ -42,7 +42,8 @@ NAIVE_PIPELINED = "naive raw lock (create+watched getChildren pipelined, delete)
 # The waiter's client's hops in the Redis handoff breakdown (bench/rust
 # `handoff_breakdown`, stamped by polylock::trace), in order.
 CLIENT_HOPS = (
-    ("report_taken_p50_us", "the waiter's executor has the message (its pub/sub connection read it and sent it over)"),
+    ("read_p50_us", "the waiter's pub/sub connection has read the message"),
+    ("report_taken_p50_us", "the waiter's executor has it (the connection sent it over)"),
     ("grant_sent_p50_us", "its table's grant is handed to the caller's channel"),
     ("commands_started_p50_us", "the commands the table asked for after the grant (the unsubscribe) are started"),
     ("report_done_p50_us", "their replies' task is spawned: the executor is done with the message"),

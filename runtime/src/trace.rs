@@ -7,23 +7,25 @@
 /// A step of a report's way through the executor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hop {
-    /// The executor's report task has it (the transport read it and sent it over).
-    ReportTaken = 0,
+    /// The transport has read it (Redis: the pub/sub connection's push).
+    Read = 0,
+    /// The executor's report task has it (the transport sent it over).
+    ReportTaken = 1,
     /// A grant the table made of it was handed to its caller's channel.
-    GrantSent = 1,
+    GrantSent = 2,
     /// The commands the table asked for after it (a handed-over waiter's
     /// unsubscribe) were started: their requests sent or queued.
-    CommandsStarted = 2,
+    CommandsStarted = 3,
     /// The task that drives those commands' replies was spawned: the
     /// report task is done with it.
-    ReportDone = 3,
+    ReportDone = 4,
 }
 
 #[cfg(feature = "handoff-trace")]
 mod stamps {
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    static STAMPS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+    static STAMPS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 
     /// `CLOCK_MONOTONIC` in ns: comparable across processes, as the
     /// benchmark compares its waiter's stamps with its holder's.

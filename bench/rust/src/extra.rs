@@ -41,9 +41,9 @@ fn stamp_pushes(url: &str, name: &str) -> Arc<AtomicU64> {
 }
 
 /// The hops of the waiter's client that the breakdown reports, in order.
-pub const HOPS: [polylock::trace::Hop; 4] = {
+pub const HOPS: [polylock::trace::Hop; 5] = {
     use polylock::trace::Hop;
-    [Hop::ReportTaken, Hop::GrantSent, Hop::CommandsStarted, Hop::ReportDone]
+    [Hop::Read, Hop::ReportTaken, Hop::GrantSent, Hop::CommandsStarted, Hop::ReportDone]
 };
 
 /// The child side of the handoff test: wait, print the grant time (and,
@@ -81,7 +81,7 @@ pub struct HandoffTimes {
     /// When the waiter's client passed each of [`HOPS`] for the handoff's
     /// message (Redis only; those handoffs whose stamps all came after the
     /// release call).
-    pub hops: [Vec<Duration>; 4],
+    pub hops: [Vec<Duration>; 5],
     /// Redis: a raw PING from this process after the same 20 ms of quiet
     /// that precede each handoff (the floor of a request that wakes idle
     /// threads on both sides, which a hot PING loop never does).

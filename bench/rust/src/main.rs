@@ -349,16 +349,16 @@ fn handoff_breakdown(h: &extra::HandoffTimes, ping: f64) -> String {
 
 /// The waiter's client's hops ([`extra::HOPS`]), p50 µs from the release call.
 fn client_hops(h: &extra::HandoffTimes) -> String {
-    let [taken, sent, started, done] = h.hops.each_ref().map(|v| p50_of(v));
+    let [read, taken, sent, started, done] = h.hops.each_ref().map(|v| p50_of(v));
     format!(
-        "its report task has the message at {taken:.0}, hands the grant to the caller's channel at {sent:.0}, \
+        "its pub/sub connection reads the message at {read:.0}, its report task has it at {taken:.0}, hands the grant to the caller's channel at {sent:.0}, \
          has started the commands the table asked for after it at {started:.0} and spawned their task at {done:.0}"
     )
 }
 
 /// The JSON keys of the waiter's client's hops, in [`extra::HOPS`] order.
-const HOP_KEYS: [&str; 4] =
-    ["report_taken_p50_us", "grant_sent_p50_us", "commands_started_p50_us", "report_done_p50_us"];
+const HOP_KEYS: [&str; 5] =
+    ["read_p50_us", "report_taken_p50_us", "grant_sent_p50_us", "commands_started_p50_us", "report_done_p50_us"];
 
 fn breakdown_json(h: &extra::HandoffTimes) -> String {
     let hops: String = HOP_KEYS

@@ -89,7 +89,10 @@ fn push_reporter(
     move |push: redis::PushInfo| {
         let report = match push.kind {
             redis::PushKind::Message | redis::PushKind::SMessage => match message_of(&push) {
-                Some(message) => Report::Notification(message),
+                Some(message) => {
+                    crate::trace::stamp(crate::trace::Hop::Read);
+                    Report::Notification(message)
+                }
                 None => return Ok(()),
             },
             redis::PushKind::Disconnection => {
