@@ -28,7 +28,7 @@ fn since_boot() -> Duration {
 }
 
 #[cfg(any(target_os = "linux", target_os = "android", target_os = "macos", target_os = "ios"))]
-fn read(clock: libc::clockid_t) -> Duration {
+pub(crate) fn read(clock: libc::clockid_t) -> Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant
     // the platform defines. clock_gettime only writes `ts`.

@@ -21,23 +21,26 @@ pub enum Hop {
     ReportDone = 4,
 }
 
+impl Hop {
+    /// Every hop, in the order a report passes them.
+    pub const ALL: [Hop; 5] = [Hop::Read, Hop::ReportTaken, Hop::GrantSent, Hop::CommandsStarted, Hop::ReportDone];
+}
+
 #[cfg(feature = "handoff-trace")]
 mod stamps {
     use std::sync::atomic::{AtomicU64, Ordering};
 
     static STAMPS: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 
-    /// `CLOCK_MONOTONIC` in ns: comparable across processes, as the
-    /// benchmark compares its waiter's stamps with its holder's.
-    fn monotonic_ns() -> u64 {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: clock_gettime writes into the timespec we own.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    /// The stamps' clock, `CLOCK_MONOTONIC` in ns: comparable across
+    /// processes, as the benchmark compares its waiter's stamps with its
+    /// holder's (which it reads here too).
+    pub fn now_ns() -> u64 {
+        crate::clock::read(libc::CLOCK_MONOTONIC).as_nanos() as u64
     }
 
     pub(crate) fn stamp(hop: super::Hop) {
-        STAMPS[hop as usize].store(monotonic_ns(), Ordering::Relaxed);
+        STAMPS[hop as usize].store(now_ns(), Ordering::Relaxed);
     }
 
     /// When a report last passed `hop` (`CLOCK_MONOTONIC` ns; 0: never).
@@ -47,9 +50,9 @@ mod stamps {
 }
 
 #[cfg(feature = "handoff-trace")]
-pub use stamps::last;
-#[cfg(feature = "handoff-trace")]
 pub(crate) use stamps::stamp;
+#[cfg(feature = "handoff-trace")]
+pub use stamps::{last, now_ns};
 
 #[cfg(not(feature = "handoff-trace"))]
 #[inline(always)]

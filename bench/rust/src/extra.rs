@@ -8,14 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use polylock::trace::{now_ns, Hop};
 use polylock::{Client, ClientOptions, OwnerId};
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// Redis: records when a message on any waiter channel of `name` reaches
 /// this process, on a raw `PSUBSCRIBE` socket read by a thread of its own
@@ -34,17 +28,11 @@ fn stamp_pushes(url: &str, name: &str) -> Arc<AtomicU64> {
     let stamp = at.clone();
     std::thread::spawn(move || {
         while matches!(std::io::Read::read(&mut s, &mut buf), Ok(n) if n > 0) {
-            stamp.store(monotonic_ns(), Ordering::SeqCst);
+            stamp.store(now_ns(), Ordering::SeqCst);
         }
     });
     at
 }
-
-/// The hops of the waiter's client that the breakdown reports, in order.
-pub const HOPS: [polylock::trace::Hop; 5] = {
-    use polylock::trace::Hop;
-    [Hop::Read, Hop::ReportTaken, Hop::GrantSent, Hop::CommandsStarted, Hop::ReportDone]
-};
 
 /// The child side of the handoff test: wait, print the grant time (and,
 /// on Redis, when the handoff's message reached this process), release, pause.
@@ -61,10 +49,10 @@ pub async fn handoff_waiter(url: &str, name: &str) {
             break;
         }
         let g = lock.acquire_as(OwnerId(2), None).await.unwrap();
-        let t = monotonic_ns();
+        let t = now_ns();
         g.release().await.unwrap();
         // The waiter's client's own hops for that message (polylock::trace).
-        let hops = HOPS.map(|hop| polylock::trace::last(hop).to_string()).join(" ");
+        let hops = Hop::ALL.map(|hop| polylock::trace::last(hop).to_string()).join(" ");
         println!("{t} {} {hops}", pushed.load(Ordering::SeqCst));
         std::io::stdout().flush().unwrap();
     }
@@ -78,7 +66,7 @@ pub struct HandoffTimes {
     pub granted: Vec<Duration>,
     pub released: Vec<Duration>,
     pub pushed: Vec<Duration>,
-    /// When the waiter's client passed each of [`HOPS`] for the handoff's
+    /// When the waiter's client passed each of [`Hop::ALL`] for the handoff's
     /// message (Redis only; those handoffs whose stamps all came after the
     /// release call).
     pub hops: [Vec<Duration>; 5],
@@ -126,9 +114,9 @@ pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> 
         writeln!(to_child, "go").unwrap();
         // Let the waiter reach the server and block.
         tokio::time::sleep(Duration::from_millis(20)).await;
-        let t0 = monotonic_ns();
+        let t0 = now_ns();
         g.release().await.unwrap();
-        let released = monotonic_ns();
+        let released = now_ns();
         let mut line = String::new();
         from_child.read_line(&mut line).unwrap();
         let mut stamps = line.split_whitespace().map(|v| v.parse::<u64>().unwrap());
@@ -140,7 +128,7 @@ pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> 
             if pushed > t0 {
                 out.pushed.push(Duration::from_nanos(pushed - t0));
             }
-            if pushed > t0 && hops.len() == HOPS.len() && hops.iter().all(|&h| h > t0) {
+            if pushed > t0 && hops.len() == Hop::ALL.len() && hops.iter().all(|&h| h > t0) {
                 for (times, h) in out.hops.iter_mut().zip(hops) {
                     times.push(Duration::from_nanos(h - t0));
                 }
@@ -208,10 +196,10 @@ pub async fn zk_handoff_floor(url: &str, path: &str, n: usize) -> (Vec<Duration>
         assert!(stat.is_some(), "the waiter sees the holder's node");
         let fired = tokio::spawn(async move {
             let event = watcher.changed().await;
-            (monotonic_ns(), event.event_type)
+            (now_ns(), event.event_type)
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        let t0 = monotonic_ns();
+        let t0 = now_ns();
         holder.delete(path, None).await.unwrap();
         let (at, kind) = fired.await.unwrap();
         assert_eq!(kind, zk::EventType::NodeDeleted);

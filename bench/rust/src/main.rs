@@ -347,7 +347,7 @@ fn handoff_breakdown(h: &extra::HandoffTimes, ping: f64) -> String {
     )
 }
 
-/// The waiter's client's hops ([`extra::HOPS`]), p50 µs from the release call.
+/// The waiter's client's hops ([`polylock::trace::Hop::ALL`]), p50 µs from the release call.
 fn client_hops(h: &extra::HandoffTimes) -> String {
     let [read, taken, sent, started, done] = h.hops.each_ref().map(|v| p50_of(v));
     format!(
@@ -356,7 +356,7 @@ fn client_hops(h: &extra::HandoffTimes) -> String {
     )
 }
 
-/// The JSON keys of the waiter's client's hops, in [`extra::HOPS`] order.
+/// The JSON keys of the waiter's client's hops, in [`polylock::trace::Hop::ALL`] order.
 const HOP_KEYS: [&str; 5] =
     ["read_p50_us", "report_taken_p50_us", "grant_sent_p50_us", "commands_started_p50_us", "report_done_p50_us"];
 

@@ -8,19 +8,8 @@
 
 use std::time::Duration;
 
-use polylock::trace::Hop;
+use polylock::trace::{now_ns, Hop};
 use polylock::{Client, OwnerId};
-
-/// The hops in the order the breakdown prints them (bench/rust `extra::HOPS`).
-const HOPS: [Hop; 5] = [Hop::Read, Hop::ReportTaken, Hop::GrantSent, Hop::CommandsStarted, Hop::ReportDone];
-
-/// `CLOCK_MONOTONIC` in ns, the clock of the stamps.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 fn redis_url() -> String {
     std::env::var("POLYLOCK_TEST_REDIS").expect("POLYLOCK_TEST_REDIS: run `eval \"$(scripts/services start)\"` first")
@@ -53,25 +42,26 @@ async fn a_handoff_stamps_each_hop_of_the_waiters_message_in_order() {
     let subscribed = until_channels(&mut raw, &pattern, true);
     tokio::time::timeout(Duration::from_secs(10), subscribed).await.expect("the waiter never subscribed");
 
-    let released_at = monotonic_ns();
+    let released_at = now_ns();
     held.release().await.unwrap();
     let granted = waiting.await.unwrap().expect("the waiter was not granted the lock");
-    let granted_at = monotonic_ns();
-    // Every push of the handoff has come in once the waiter has left its
-    // channel (the unsubscribe's confirmation is one): none stamps later.
+    let granted_at = now_ns();
+    // The last push of the handoff is the unsubscribe's confirmation: the
+    // server drops the channel, then the waiter reads it (the pause covers
+    // that read), so no later push can move a stamp.
     let unsubscribed = until_channels(&mut raw, &pattern, false);
     tokio::time::timeout(Duration::from_secs(10), unsubscribed).await.expect("the waiter never unsubscribed");
     tokio::time::sleep(Duration::from_millis(50)).await;
 
-    let stamps = HOPS.map(polylock::trace::last);
-    for (hop, at) in HOPS.iter().zip(stamps) {
+    let stamps = Hop::ALL.map(polylock::trace::last);
+    for (hop, at) in Hop::ALL.iter().zip(stamps) {
         assert!(at > released_at, "{hop:?} stamped at {at}, not after the release call at {released_at}: {stamps:?}");
     }
     // The report task's own last stamp may come after the caller resumed
     // (it spawns the replies' task after handing the grant over); every
     // other hop precedes the grant's return.
     assert!(stamps[..3].iter().all(|&at| at <= granted_at), "a hop after the acquire returned: {stamps:?}");
-    assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "hops out of order ({HOPS:?}): {stamps:?}");
+    assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "hops out of order ({:?}): {stamps:?}", Hop::ALL);
 
     granted.release().await.unwrap();
     holder.close().await;
