@@ -80,7 +80,9 @@ impl Drop for InFlight {
     }
 }
 
-static POLICY: SpinPolicy = SpinPolicy::new();
+/// A probe that hits starts spinning again: probes are one wait in
+/// PROBE_EVERY, so a hit among them is evidence enough.
+static POLICY: SpinPolicy = SpinPolicy::new(1);
 
 /// When the process's last outcome was taken, in ns since [`epoch`] (0: never).
 static LAST_OUTCOME: AtomicU64 = AtomicU64::new(0);
@@ -179,18 +181,22 @@ pub(super) fn in_busy_spell(last: u64, now: u64) -> bool {
     last != 0 && now.saturating_sub(last) < BUSY_SPELL.as_nanos() as u64
 }
 
-/// Whether spinning pays lately: it stops after MAX_MISSES misses in a row
-/// and probes once in PROBE_EVERY waits until a spin hits again.
+/// Whether spinning pays lately: it stops after MAX_MISSES misses in a row,
+/// probes once in PROBE_EVERY waits while stopped, and starts again after
+/// `rearm_after` hits in a row.
 pub(super) struct SpinPolicy {
     /// Spins in a row that missed (saturating at MAX_MISSES).
     misses: AtomicU32,
     /// Waits begun while spins miss: every PROBE_EVERY-th of them spins.
     probes: AtomicU32,
+    /// Hits in a row while stopped.
+    hits: AtomicU32,
+    rearm_after: u32,
 }
 
 impl SpinPolicy {
-    pub(super) const fn new() -> Self {
-        SpinPolicy { misses: AtomicU32::new(0), probes: AtomicU32::new(0) }
+    pub(super) const fn new(rearm_after: u32) -> Self {
+        SpinPolicy { misses: AtomicU32::new(0), probes: AtomicU32::new(0), hits: AtomicU32::new(0), rearm_after }
     }
 
     pub(super) fn may_spin(&self) -> bool {
@@ -204,10 +210,14 @@ impl SpinPolicy {
     }
 
     pub(super) fn hit(&self) {
-        self.misses.store(0, Ordering::Relaxed);
+        if self.pays() || self.hits.fetch_add(1, Ordering::Relaxed) + 1 >= self.rearm_after {
+            self.hits.store(0, Ordering::Relaxed);
+            self.misses.store(0, Ordering::Relaxed);
+        }
     }
 
     pub(super) fn missed(&self) {
+        self.hits.store(0, Ordering::Relaxed);
         let _ = self.misses.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| Some((m + 1).min(MAX_MISSES)));
     }
 }
@@ -320,7 +330,7 @@ mod tests {
 
     #[test]
     fn spinning_stops_while_it_misses_and_probes_until_it_hits() {
-        let policy = SpinPolicy::new();
+        let policy = SpinPolicy::new(1);
         for _ in 0..MAX_MISSES {
             assert!(policy.may_spin());
             policy.missed();
@@ -329,5 +339,22 @@ mod tests {
         assert_eq!(spins, 10, "while spins miss, one wait in PROBE_EVERY spins");
         policy.hit();
         assert!((0..PROBE_EVERY).all(|_| policy.may_spin()), "a hit makes every wait spin again");
+    }
+
+    #[test]
+    fn a_policy_stopped_by_misses_starts_again_only_after_a_run_of_hits() {
+        let policy = SpinPolicy::new(4);
+        (0..MAX_MISSES).for_each(|_| policy.missed());
+        (0..3).for_each(|_| policy.hit());
+        assert!(!policy.pays(), "three hits of four re-armed it");
+        policy.missed();
+        (0..3).for_each(|_| policy.hit());
+        assert!(!policy.pays(), "a miss did not restart the run of hits");
+        policy.hit();
+        assert!(policy.pays(), "four hits in a row left it stopped");
+        (0..MAX_MISSES - 1).for_each(|_| policy.missed());
+        policy.hit();
+        (0..MAX_MISSES - 1).for_each(|_| policy.missed());
+        assert!(policy.pays(), "while it pays, a hit clears the misses");
     }
 }

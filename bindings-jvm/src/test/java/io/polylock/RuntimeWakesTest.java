@@ -28,7 +28,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  * spinner task keeps it awake while they are in flight
  * (polylock::blocking::hot_worker), so a Redis lock+unlock wakes nothing:
  * 0 to 0.1 counts. A ZooKeeper write waits for the disk, longer than the
- * spinner's 200 µs, so there nothing spins and the counts are the ones
+ * spinner's 400 µs window, so there nothing spins and the counts are the ones
  * above. BOUND: those most, with a little slack.
  */
 @Timeout(120)
