@@ -69,6 +69,12 @@ pub extern "system" fn Java_io_polylock_Native_hotCounts<'l>(env: JNIEnv<'l>, _c
     env.new_string(runtime::hot_counts()).map(|s| s.into_raw()).unwrap_or(std::ptr::null_mut())
 }
 
+/// Outcomes Java threads took while spinning so far (for the hot-path test).
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_callerSpins<'l>(_env: JNIEnv<'l>, _c: JClass<'l>) -> jlong {
+    runtime::caller_spins() as jlong
+}
+
 #[no_mangle]
 pub extern "system" fn Java_io_polylock_Native_clientConnect<'l>(
     mut env: JNIEnv<'l>,

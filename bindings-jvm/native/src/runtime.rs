@@ -49,6 +49,12 @@ pub(crate) fn hot_counts() -> String {
     format!("{:?}", polylock::blocking::hot_worker::hot_counts())
 }
 
+/// Outcomes Java threads took while spinning so far, never sleeping for
+/// them: `lock()`'s ([`sliced`]) and `unlock()`'s ([`block_on`]).
+pub(crate) fn caller_spins() -> u64 {
+    polylock::blocking::wait_counts().spun
+}
+
 /// Spawns `fut` for a Java thread to wait on in slices (to answer interrupts).
 pub(crate) fn sliced<T: Send + 'static>(fut: impl Future<Output = T> + Send + 'static) -> Sliced<T> {
     Sliced::spawn(RUNTIME.handle(), fut)

@@ -247,12 +247,32 @@ pub fn wait_counts() -> WaitCounts {
     }
 }
 
+/// What a spinner's poll found.
+pub(super) enum Polled<T> {
+    Ready(T),
+    NotYet,
+    /// It will never come (the sender is gone): stop spinning.
+    Never,
+}
+
 /// The outcome if it comes within `budget`, polled without sleeping
 /// (yielding between polls: see the module docs);
 /// `None` at once if the caller's call is not the only one in flight, the
 /// process is not in a busy spell, or spinning has not paid lately (and
 /// this wait does not probe).
 pub(super) fn spin<T>(outcome: &Receiver<T>, budget: Duration) -> Option<T> {
+    spin_for(
+        || match outcome.try_recv() {
+            Ok(value) => Polled::Ready(value),
+            Err(TryRecvError::Empty) => Polled::NotYet,
+            Err(TryRecvError::Disconnected) => Polled::Never,
+        },
+        budget,
+    )
+}
+
+/// [`spin`] for an outcome that `poll` looks for.
+pub(super) fn spin_for<T>(mut poll: impl FnMut() -> Polled<T>, budget: Duration) -> Option<T> {
     if !spinning_allowed()
         || !cores_free()
         || IN_FLIGHT.load(Ordering::Relaxed) > 1
@@ -263,19 +283,19 @@ pub(super) fn spin<T>(outcome: &Receiver<T>, budget: Duration) -> Option<T> {
     }
     let start = Instant::now();
     loop {
-        match outcome.try_recv() {
-            Ok(value) => {
+        match poll() {
+            Polled::Ready(value) => {
                 POLICY.hit();
                 SPUN.fetch_add(1, Ordering::Relaxed);
                 return Some(value);
             }
-            Err(TryRecvError::Disconnected) => return None,
-            Err(TryRecvError::Empty) if start.elapsed() >= budget => {
+            Polled::Never => return None,
+            Polled::NotYet if start.elapsed() >= budget => {
                 POLICY.missed();
                 MISSED.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
-            Err(TryRecvError::Empty) => {
+            Polled::NotYet => {
                 if !yield_core() {
                     return None;
                 }

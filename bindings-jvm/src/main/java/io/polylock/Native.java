@@ -34,6 +34,9 @@ final class Native {
     /** How the runtime's thread was kept awake so far (spinner spells, misses, slow calls). */
     static native String hotCounts();
 
+    /** Outcomes Java threads took while spinning so far, never sleeping for them (lock() and unlock() both). */
+    static native long callerSpins();
+
     static native long clientConnect(String url, long connectTimeoutMs, long requestTimeoutMs,
                                      long sessionTimeoutMs, long leaseMs, boolean debugFaults);
 
