@@ -264,20 +264,23 @@ mod tests {
         assert_eq!(other.cancel(), None);
     }
 
+    /// Whether one call of `wait` (each says whether it spun) spins within 10 s:
+    /// other tests of this binary have calls in flight for a while, and
+    /// their misses make waits only probe.
+    fn one_spins_within_10s(mut wait: impl FnMut() -> bool) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        std::iter::repeat_with(&mut wait).take_while(|_| std::time::Instant::now() < deadline).any(|spun| spun)
+    }
+
     #[test]
     fn a_quick_outcome_is_taken_while_spinning_and_a_slow_one_after_sleeping() {
         let _serial = serial_test();
         let rt = runtime();
-        // Other tests of this binary have calls in flight for a while (and
-        // their misses make waits only probe): try until one spins.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        let spun = std::iter::repeat_with(|| {
+        let spun = one_spins_within_10s(|| {
             let mut task = Sliced::spawn(rt.handle(), async { 1u32 });
             assert!(matches!(task.wait(Duration::from_secs(5)), Slice::Done(1)));
             task.spun
-        })
-        .take_while(|_| std::time::Instant::now() < deadline)
-        .any(|spun| spun);
+        });
         assert!(spun, "no quick outcome was taken while spinning");
         let mut task = Sliced::spawn(rt.handle(), async { tokio::time::sleep(SPIN * 5).await });
         assert!(matches!(task.wait(Duration::from_secs(5)), Slice::Done(())));
@@ -301,15 +304,11 @@ mod tests {
     fn block_on_takes_a_quick_reply_while_spinning_and_a_slow_one_after_sleeping() {
         let _serial = serial_test();
         let rt = runtime();
-        // As above: other tests' misses may make waits only probe for a while.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        let spun = std::iter::repeat_with(|| {
+        let spun = one_spins_within_10s(|| {
             let before = wait_counts();
             assert_eq!(block_on(&rt, reply_from_the_runtime(&rt, Duration::ZERO)), 7);
             wait_counts().spun > before.spun
-        })
-        .take_while(|_| std::time::Instant::now() < deadline)
-        .any(|spun| spun);
+        });
         assert!(spun, "block_on took no quick reply while spinning");
         let before = wait_counts();
         assert_eq!(block_on(&rt, reply_from_the_runtime(&rt, SPIN * 5)), 7);
