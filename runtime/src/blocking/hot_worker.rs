@@ -43,9 +43,10 @@ pub const GRACE: Duration = Duration::from_micros(100);
 /// How long a call may run and still count as quick, the thread spinning
 /// for it. Twice the blocked callers' [`SPIN`](super::spin::SPIN): a round trip to Redis on a
 /// loaded machine takes longer than theirs allows. On the 2-core benchmark
-/// machine under load, a Node acquire or release took 150-250 µs; with
-/// this at 200 µs, 15-35 of 200 acquire+release pairs outlived a spell,
-/// and the thread slept and woke about 4 times for each (at 400 µs: 0-4,
+/// machine under load, a Node acquire+release pair took 256-457 µs; with
+/// this at 200 µs, 3.5 to 27 of every 200 pairs outlived a spell (means of
+/// six runs of 10 batches; 47 in one batch of a failed CI run), and the
+/// thread slept and woke about 4 times for each (at 400 µs: 0.6 to 4.1,
 /// with the same latency, and 16 Python threads' throughput unchanged).
 /// ZooKeeper writes (the disk) and calls queued behind each other take
 /// longer still, and let the thread sleep.
