@@ -210,7 +210,10 @@ impl SpinPolicy {
     }
 
     pub(super) fn hit(&self) {
-        if self.pays() || self.hits.fetch_add(1, Ordering::Relaxed) + 1 >= self.rearm_after {
+        if self.pays() {
+            // Hits count only while stopped: none are pending here.
+            self.misses.store(0, Ordering::Relaxed);
+        } else if self.hits.fetch_add(1, Ordering::Relaxed) + 1 >= self.rearm_after {
             self.hits.store(0, Ordering::Relaxed);
             self.misses.store(0, Ordering::Relaxed);
         }
