@@ -4,19 +4,24 @@
 // keys and arguments, and empty scripts with one key and one argument. Each
 // row is the server's own count (`INFO commandstats` deltas, `EVALSHA`'s
 // usec and, apart, that of the commands run inside), per acquire+release
-// pair; the variants take turns, round by round, and each figure is the
-// median of the rounds. What it showed (2026-12-07, six runs back to back,
-// usec per pair): polylock's scripts 39.7-44.7, the same commands with no Lua
-// around them 36.4-43.5 (0.9-4.5 less in each run), empty scripts with the
-// same keys and arguments 12.5-13.5 (three runs), with one of each 8.8-9.5,
-// the commands' own usec 9.0-10.6. So each of the 8 commands costs the
-// server about 2 µs beyond its own usec (calling it from Lua and converting
-// its reply), each of the 14 further keys and arguments about 0.3 µs, and
-// the Lua around the commands (closures, the token's string arithmetic)
-// 1-4.5 µs. A tool for a change to the
-// scripts, not part of bench/run:
-//   node bench/node/script_cost.mjs [PAIRS=1500] [ROUNDS=9] [PACE_MS=0]   (POLYLOCK_TEST_REDIS set;
-//   the Rust benchmark binary built: cargo build --release -p polylock-bench)
+// pair; the counts are server-wide, so run it on a server no other client
+// uses meanwhile. The variants take turns, round by round, and each figure
+// is the median of the rounds.
+//
+// What it showed (2026-12-07, six runs back to back, usec per pair):
+// polylock's scripts 39.7-44.7, the same commands with no Lua around them
+// 36.4-43.5 (0.9-4.5 less in each run), empty scripts with the same keys
+// and arguments 12.5-13.5 (three runs), with one of each 8.8-9.5, the
+// commands' own usec 9.0-10.6. So each of the 8 commands costs the server
+// about 2 µs beyond its own usec (calling it from Lua and converting its
+// reply), each of the 14 further keys and arguments about 0.3 µs, and the
+// Lua around the commands (closures, the token's string arithmetic)
+// 1-4.5 µs.
+//
+// A tool for a change to the scripts, not part of bench/run:
+//   node bench/node/script_cost.mjs [PAIRS=1500] [ROUNDS=9] [PACE_MS=0]
+// with POLYLOCK_TEST_REDIS set and the Rust benchmark binary built
+// (cargo build --release -p polylock-bench).
 import { execFileSync } from 'node:child_process'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Redis from 'ioredis'
