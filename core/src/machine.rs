@@ -402,6 +402,28 @@ impl LockMachine {
         true
     }
 
+    /// Withdraws a pending acquire as its deadline passing would: it fails
+    /// with [`Error::Cancelled`] once whatever it put on the server is gone
+    /// (at once if it put nothing there; when the server does not confirm
+    /// soon, after a bounded wait, and the cleanup goes on). A caller that
+    /// waits for this outcome never finds its own withdrawn attempt still
+    /// queued, as Curator's and Redisson's interrupted acquires do not.
+    /// [`Self::cancel`] is the same without the report, for a caller gone.
+    /// False if `ticket` waits no more: its outcome (perhaps a grant) was
+    /// already reported.
+    pub fn withdraw(&mut self, now: Instant, ticket: Ticket) -> bool {
+        let now = self.clock.observe(now);
+        self.run_due(now);
+        let Some(pos) = self.waiters.iter().position(|w| w.ticket == ticket) else {
+            return false;
+        };
+        let owner = self.waiters[pos].owner;
+        self.waiters.remove(pos);
+        self.fail_after_cleanup(now, ticket, owner, Error::Cancelled);
+        self.start_next_claim(now);
+        true
+    }
+
     /// Stops the machine: waiters fail with [`Error::Closed`], the holder's
     /// lock is released. Cleanup keeps running until [`Self::is_idle`].
     pub fn close(&mut self, now: Instant) {

@@ -267,6 +267,19 @@ impl LockTable {
         cancelled
     }
 
+    /// Withdraws the pending acquire `ticket` (see
+    /// [`LockMachine::withdraw`]): its outcome still comes, an
+    /// [`Event::Failed`] with [`Error::Cancelled`] once the server holds
+    /// nothing of it, or the grant that came first. False if it is not
+    /// waiting (its outcome was already reported).
+    pub fn withdraw(&mut self, now: Instant, ticket: Ticket) -> bool {
+        let Some(key) = self.tickets.get(&ticket).cloned() else { return false };
+        let Some(entry) = self.locks.get_mut(&key) else { return false };
+        let withdrawn = entry.machine.withdraw(now, ticket);
+        self.collect(&key);
+        withdrawn
+    }
+
     /// Ends one hold of `owner`'s grant of `name` in `mode` (of the grant
     /// with fencing token `token`, if given: what a guard releases). See
     /// [`LockMachine::release_hold`]; the [`ReleaseId`] is unique in this table.

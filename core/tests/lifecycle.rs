@@ -143,6 +143,60 @@ fn a_timed_out_redis_waiter_reports_once_its_leave_is_answered() {
     assert_eq!(events(&mut m), vec![Event::Failed { ticket, owner: OwnerId(1), error: Error::Timeout }]);
 }
 
+/// A withdrawn Redis waiter (Java's interrupt, Python's Ctrl-C) is told
+/// `Cancelled` once its LEAVE has taken it out of the queue, as a timed-out
+/// one is; a second waiter of the machine, with nothing on the server yet,
+/// is told at once; a ticket already answered is not withdrawn.
+#[test]
+fn a_withdrawn_redis_waiter_is_told_once_its_leave_is_answered() {
+    let mut m = redis_machine();
+    let t = |ms| Instant::from_millis(ms);
+    let (a, b) = (OwnerId(1), OwnerId(2));
+    let ticket = m.acquire(t(0), a, AcquireOptions::default(), Nonce(2)).unwrap();
+    let behind = m.acquire(t(0), b, AcquireOptions::default(), Nonce(3)).unwrap();
+    let queued =
+        || Reply::Redis(RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(5_000), RedisValue::Int(1)]));
+    let acquire = m.poll_command().expect("the acquire");
+    m.handle_reply(t(1), acquire.id, queued());
+    assert!(m.withdraw(t(2), behind), "the waiter behind is withdrawn");
+    assert_eq!(events(&mut m), vec![Event::Failed { ticket: behind, owner: b, error: Error::Cancelled }]);
+    assert!(m.withdraw(t(3), ticket));
+    let leave = std::iter::from_fn(|| m.poll_command())
+        .find(|c| matches!(&c.op, Op::Redis(RedisOp::Eval { script, .. }) if script.name == "polylock_leave"))
+        .expect("a LEAVE for the withdrawn acquire");
+    assert_eq!(events(&mut m), vec![], "not told before the LEAVE is answered");
+    assert!(!m.withdraw(t(4), ticket), "withdrawn twice");
+    m.handle_reply(t(5), leave.id, Reply::Redis(RedisValue::Int(0)));
+    assert_eq!(events(&mut m), vec![Event::Failed { ticket, owner: a, error: Error::Cancelled }]);
+
+    let granted_ticket = m.acquire(t(6), a, AcquireOptions::default(), Nonce(4)).unwrap();
+    let acquire = std::iter::from_fn(|| m.poll_command())
+        .find(|c| matches!(&c.op, Op::Redis(RedisOp::Eval { script, .. }) if script.name != "polylock_leave"))
+        .expect("the acquire");
+    m.handle_reply(t(7), acquire.id, granted(12));
+    assert!(!m.withdraw(t(8), granted_ticket), "a granted acquire is not withdrawn");
+    assert_eq!(m.holder(), Some((a, 1, FencingToken(12))));
+}
+
+/// A withdrawal whose LEAVE the server does not answer is reported after a
+/// bounded wait, not never: the caller's interrupt ends its wait.
+#[test]
+fn a_withdrawal_the_server_does_not_confirm_is_reported_within_a_bound() {
+    let mut m = redis_machine();
+    let t = |ms| Instant::from_millis(ms);
+    let ticket = m.acquire(t(0), OwnerId(1), AcquireOptions::default(), Nonce(2)).unwrap();
+    let acquire = m.poll_command().expect("the acquire");
+    let queued = Reply::Redis(RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(5_000), RedisValue::Int(1)]));
+    m.handle_reply(t(1), acquire.id, queued);
+    assert!(m.withdraw(t(10), ticket));
+    while m.poll_command().is_some() {}
+    assert_eq!(events(&mut m), vec![]);
+    let by = m.poll_timeout().expect("a timer for the report");
+    assert!(by <= t(10 + 1_000), "reported by {by:?}");
+    m.handle_timeout(by);
+    assert_eq!(events(&mut m), vec![Event::Failed { ticket, owner: OwnerId(1), error: Error::Cancelled }]);
+}
+
 /// The scripts send a grant's token as decimal digits (they never make it a
 /// Lua number); older scripts sent an integer. Both are read as the same
 /// token; anything else

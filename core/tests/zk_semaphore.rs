@@ -27,6 +27,9 @@ struct Zk {
     events: Vec<Vec<Event>>,
     /// The server's children of `P/locks` and `P/leases` when each grant came out.
     at_grant: Vec<(Vec<String>, Vec<String>)>,
+    /// The failed client's own nodes under `P/locks` and `P/leases` when
+    /// each failure came out.
+    at_failure: Vec<(usize, usize)>,
     next_nonce: u128,
 }
 
@@ -42,6 +45,7 @@ impl Zk {
             sent: vec![Vec::new(); clients],
             events: vec![Vec::new(); clients],
             at_grant: Vec::new(),
+            at_failure: Vec::new(),
             next_nonce: 1000,
         }
     }
@@ -55,8 +59,12 @@ impl Zk {
                 while let Some(out) = self.tables[c].poll_output() {
                     match out {
                         Output::Event { event, .. } => {
-                            if matches!(event, Event::Granted { .. }) {
-                                self.at_grant.push((self.children("locks"), self.children("leases")));
+                            match event {
+                                Event::Granted { .. } => {
+                                    self.at_grant.push((self.children("locks"), self.children("leases")))
+                                }
+                                Event::Failed { .. } => self.at_failure.push(self.own_nodes(c)),
+                                _ => {}
                             }
                             self.events[c].push(event);
                         }
@@ -120,6 +128,12 @@ impl Zk {
     }
 
     /// The children of `P/leases` made by client `c`'s current session.
+    /// Client `c`'s nodes under `P/locks` and under `P/leases`.
+    fn own_nodes(&self, c: usize) -> (usize, usize) {
+        let of = |under: &str| self.zk.czxid_of_session_node(&format!("{SEM}/{under}"), self.sessions[c]).len();
+        (of("locks"), of("leases"))
+    }
+
     fn leases_of(&self, c: usize) -> usize {
         self.zk.czxid_of_session_node(&format!("{SEM}/leases"), self.sessions[c]).len()
     }
@@ -372,6 +386,27 @@ fn a_cancelled_waiter_leaves_its_leases_and_the_mutex() {
     z.release(2, c);
     assert!(z.children("leases").is_empty() && z.children("locks").is_empty());
     assert_eq!(z.zk.live_watches(), 0);
+}
+
+/// A withdrawn waiter (Java's interrupt) is told `Cancelled` only once its
+/// lease and its mutex node are gone from the server, so that a caller
+/// looking right after never finds them; the next contender goes on.
+#[test]
+fn a_withdrawn_waiter_is_told_once_its_nodes_are_gone() {
+    let mut z = Zk::new(3);
+    let (a, _) = z.acquire(0, 1, 1, false);
+    let (b, waiting) = z.acquire(1, 1, 1, false);
+    let (c, _) = z.acquire(2, 1, 1, false);
+    assert_eq!(z.leases_of(1), 1);
+    assert!(z.tables[1].withdraw(T0, waiting));
+    assert!(!z.tables[1].withdraw(T0, waiting), "withdrawn twice");
+    z.settle();
+    assert_eq!(z.events[1], vec![Event::Failed { ticket: waiting, owner: b, error: Error::Cancelled }]);
+    assert_eq!(z.at_failure, vec![(0, 0)], "told while its mutex node or lease remained");
+    z.release(0, a);
+    assert!(z.hold(2, c).is_some());
+    z.release(2, c);
+    assert!(z.children("leases").is_empty() && z.children("locks").is_empty());
 }
 
 /// A waiter whose mutex node is deleted by someone deletes its leases and
