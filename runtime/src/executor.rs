@@ -210,6 +210,16 @@ impl Executor {
         self.run_in_background(started);
     }
 
+    /// Withdraws a pending acquire whose caller still waits for its
+    /// outcome: `Cancelled` once the server holds nothing of it, or the
+    /// grant that came first, both on the acquire's receiver. What it
+    /// starts is for the caller to drive.
+    pub(crate) fn withdraw(self: &Arc<Self>, ticket: Ticket) -> InFlight {
+        let mut st = self.state();
+        st.table.withdraw(self.now(), ticket);
+        self.drain(&mut st)
+    }
+
     /// Ends one hold of `owner` (of its grant with fencing token `token`, if
     /// given: a guard's). No receiver when a reentrant hold remains.
     pub(crate) fn release(

@@ -36,6 +36,7 @@ mod timer;
 #[doc(hidden)]
 pub mod trace;
 mod url;
+mod withdrawal;
 
 pub use client::{Client, ClientOptions, LockOptions, Status};
 pub use error::{Error, ErrorKind, Result};
@@ -43,6 +44,7 @@ pub use lock::{Guard, HoldInfo, Lock, LossWatch, RwLock};
 pub use owner::current_owner;
 pub use polylock_core::{Backend, LockMode, LossReason, OwnerId};
 pub use semaphore::{Permits, Semaphore};
+pub use withdrawal::Withdrawal;
 
 /// What a binding's test hook (`debug_faults`, `debug_expire_session`)
 /// answers in a build without the `test-hooks` feature, as release

@@ -12,6 +12,7 @@ use tokio::sync::{oneshot, watch};
 use crate::error::{Error, Result};
 use crate::executor::{Executor, Grant, GrantResult, HoldState, LossCallback};
 use crate::owner::current_owner;
+use crate::withdrawal::Withdrawal;
 
 /// A handle on one lock name of one [`crate::Client`]: a mutex, or one
 /// half of a read-write lock ([`RwLock::read`], [`RwLock::write`]). Cheap to clone.
@@ -86,7 +87,21 @@ impl Lock {
         // dropped mid-wait its Drop sees the acquire as pending and cancels it.
         let mut pending = PendingAcquire { lock: self, owner, ticket, rx: Some(rx) };
         let rx = pending.rx.as_mut().expect("just set");
-        let outcome = self.exec.drive_until(started, rx).await;
+        let outcome = match Withdrawal::current() {
+            None => self.exec.drive_until(started, rx).await,
+            Some(withdrawal) => {
+                let _waiting = withdrawal.waiting();
+                let answered = tokio::select! {
+                    biased;
+                    outcome = self.exec.drive_until(started, rx) => Some(outcome),
+                    () = withdrawal.requested() => None,
+                };
+                match answered {
+                    Some(outcome) => outcome,
+                    None => self.exec.drive_until(self.exec.withdraw(ticket), rx).await,
+                }
+            }
+        };
         pending.rx = None; // answered: nothing to cancel
         match outcome {
             Some(Ok(grant)) => Ok(Guard::new(self.clone(), owner, grant)),

@@ -84,3 +84,50 @@ async fn two_acquires_of_one_owner_at_once_are_a_reentry() {
         c.close().await;
     }
 }
+
+/// A blocking acquire of a lock that its caller interrupts (Java's
+/// `lockInterruptibly()`, Python's Ctrl-C: `Sliced::cancel`) returns only
+/// once the server holds nothing of it: looked at at once, over a
+/// connection opened beforehand, only the holder is left (Redis: no queue
+/// key; ZooKeeper: one child, the holder's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_blocking_acquire_returns_once_it_left_the_server() {
+    for (backend, url) in backends() {
+        let name = unique(&format!("interrupted-{backend}"));
+        let (a, b) = (client(&url).await, client(&url).await);
+        let held = a.lock(&name).unwrap().acquire().await.unwrap();
+        let lock = b.lock(&name).unwrap();
+        let (mut redis, zk) =
+            if backend == "zookeeper" { (None, Some(raw_zk(&url).await)) } else { (Some(raw_redis(&url).await), None) };
+        let queue = [format!("polylock_queue:{{{name}}}"), format!("polylock_queue_deadline:{{{name}}}")];
+        let path = if name.starts_with('/') { name.clone() } else { format!("/{name}") };
+        for round in 0..10 {
+            // Waiters on the server beside the holder.
+            let mut waiters = async || match (&mut redis, &zk) {
+                (Some(c), _) => {
+                    let n: Vec<i64> = redis::pipe().exists(&queue[0]).exists(&queue[1]).query_async(c).await.unwrap();
+                    n.iter().sum::<i64>() as usize
+                }
+                (_, Some(zk)) => zk.list_children(&path).await.unwrap_or_default().len().saturating_sub(1),
+                _ => unreachable!(),
+            };
+            let (l, handle) = (lock.clone(), tokio::runtime::Handle::current());
+            let waiting = tokio::task::spawn_blocking(move || {
+                polylock::blocking::Sliced::spawn(&handle, async move { l.acquire_as(OwnerId(7), None).await })
+            })
+            .await
+            .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while waiters().await == 0 {
+                assert!(Instant::now() < deadline, "{backend}: the waiter never queued");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let outcome = tokio::task::spawn_blocking(move || waiting.cancel()).await.unwrap();
+            let left = waiters().await;
+            assert!(matches!(outcome, Some(Err(Error::Cancelled))), "{backend} round {round}: {outcome:?}");
+            assert_eq!(left, 0, "{backend} round {round}: the withdrawn waiter is still on the server");
+        }
+        assert_eq!(lock.hold_count(OwnerId(7)), 0);
+        held.release().await.unwrap();
+    }
+}

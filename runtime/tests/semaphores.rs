@@ -84,6 +84,79 @@ async fn permits_are_counted_k_at_a_time() {
     }
 }
 
+/// A blocking acquire that its caller interrupts (Java's interrupt and
+/// Python's Ctrl-C end in `Sliced::cancel`) returns only once the server
+/// holds nothing of it: right after, its queue entry (ZooKeeper: its mutex
+/// node and its lease) is gone, as after Curator's and Redisson's
+/// interrupted acquires. Looked at over connections opened beforehand, at
+/// once: a withdrawal left to the background loses that race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_blocking_acquire_returns_once_it_left_the_server() {
+    for (backend, url) in semaphore_backends() {
+        let name = unique("sem-interrupted");
+        let (a, b) = (client(&url).await, client(&url).await);
+        let held = a.semaphore(&name, 1).unwrap().acquire_for(1, None).await.unwrap();
+        let sem = b.semaphore(&name, 1).unwrap();
+        let mut looks = Looks::open(backend, &url, &name).await;
+        for round in 0..10 {
+            let (s, handle) = (sem.clone(), tokio::runtime::Handle::current());
+            let waiting = tokio::task::spawn_blocking(move || {
+                polylock::blocking::Sliced::spawn(&handle, async move { s.acquire_held(1, None).await })
+            })
+            .await
+            .unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while looks.waiter_left().await.is_empty() {
+                assert!(std::time::Instant::now() < deadline, "{backend}: the waiter never queued");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let outcome = tokio::task::spawn_blocking(move || waiting.cancel()).await.unwrap();
+            let left = looks.waiter_left().await;
+            assert!(matches!(outcome, Some(Err(Error::Cancelled))), "{backend} round {round}: {outcome:?}");
+            assert_eq!(left, Vec::<String>::new(), "{backend} round {round}: left on the server");
+        }
+        assert_eq!(sem.held_permits(), 0, "{backend}: the withdrawn acquires hold nothing");
+        held.release().await.unwrap();
+        assert_eq!(counts(backend, &url, &name).await.1, 0, "{backend}");
+    }
+}
+
+/// One connection to look at what a waiter leaves on the server, opened
+/// before the waiter: Redis, the semaphore's queue keys; ZooKeeper, the
+/// mutex nodes and any lease beyond the holder's one.
+enum Looks {
+    Redis(redis::aio::MultiplexedConnection, String),
+    Zk(zookeeper_client::Client, String),
+}
+
+impl Looks {
+    async fn open(backend: &str, url: &str, name: &str) -> Self {
+        if backend == "zookeeper" {
+            Looks::Zk(raw_zk(url).await, name.to_owned())
+        } else {
+            Looks::Redis(raw_redis(url).await, name.to_owned())
+        }
+    }
+
+    async fn waiter_left(&mut self) -> Vec<String> {
+        match self {
+            Looks::Zk(zk, name) => {
+                let mut left = zk.list_children(&format!("{name}/locks")).await.unwrap_or_default();
+                let leases = zk.list_children(&format!("{name}/leases")).await.unwrap_or_default();
+                if leases.len() > 1 {
+                    left.extend(leases);
+                }
+                left
+            }
+            Looks::Redis(c, name) => {
+                let keys = [format!("polylock_semqueue:{{{name}}}"), format!("polylock_semqueue_deadline:{{{name}}}")];
+                let n: Vec<i64> = redis::pipe().exists(&keys[0]).exists(&keys[1]).query_async(c).await.unwrap();
+                keys.into_iter().zip(n).filter(|(_, n)| *n > 0).map(|(k, _)| k).collect()
+            }
+        }
+    }
+}
+
 /// A release of `k` permits grants at most `k` waiters, in arrival order,
 /// without them polling: the freed permits are handed over in the script.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,12 +22,16 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
+use crate::Withdrawal;
+
 /// A future spawned on a runtime, whose outcome a foreign thread waits for.
 /// Dropped, it leaves the task running: its outcome is dropped when it
 /// comes (a guard in it gives its grant back).
 pub struct Sliced<T> {
     runtime: Handle,
     task: JoinHandle<()>,
+    /// Withdraws the task's waiting acquires on [`Self::cancel`].
+    withdrawal: Withdrawal,
     outcome: mpsc::Receiver<T>,
     /// Whether the first slice has begun: only it spins.
     waited: bool,
@@ -37,6 +41,11 @@ pub struct Sliced<T> {
     /// Dropped with the task, on the caller's thread once it has the outcome.
     _placed: near_caller::Placement,
 }
+
+/// How long [`Sliced::cancel`] waits for a withdrawn acquire's outcome
+/// before it aborts the task: past the core's own bound on reporting a
+/// withdrawal the server does not confirm (one second).
+pub const WITHDRAW_WAIT: Duration = Duration::from_secs(3);
 
 /// Where a [`Sliced`] task is after a slice.
 pub enum Slice<T> {
@@ -81,12 +90,15 @@ impl<T: Send + 'static> Sliced<T> {
     pub fn spawn(runtime: &Handle, fut: impl Future<Output = T> + Send + 'static) -> Self {
         let placed = near_caller::enter();
         let (tx, outcome) = mpsc::sync_channel(1);
+        let withdrawal = Withdrawal::new();
+        let scope = withdrawal.clone();
         let task = runtime.spawn(hot_worker::call(async move {
-            let _ = tx.send(fut.await);
+            let _ = tx.send(scope.scope(fut).await);
         }));
         Sliced {
             runtime: runtime.clone(),
             task,
+            withdrawal,
             outcome,
             waited: false,
             spun: false,
@@ -119,9 +131,20 @@ impl<T: Send + 'static> Sliced<T> {
         }
     }
 
-    /// Aborts the task and waits for its end: its outcome, if it came
-    /// before the abort took effect. Not from a runtime thread.
+    /// Ends the task and waits for its end: its outcome, if it came first.
+    /// An acquire in it that still waits is withdrawn ([`Withdrawal`]) and
+    /// this returns once the server holds nothing of it (or with the grant
+    /// that raced the cancel), so that the caller's interrupt ends with
+    /// nothing of its acquire left queued; a task with no acquire waiting,
+    /// or whose withdrawal takes longer than [`WITHDRAW_WAIT`], is aborted
+    /// (the runtime's acquire is cancel-safe). Not from a runtime thread.
     pub fn cancel(self) -> Option<T> {
+        self.withdrawal.withdraw();
+        if self.withdrawal.has_waiting() {
+            if let Ok(value) = self.outcome.recv_timeout(WITHDRAW_WAIT) {
+                return Some(value);
+            }
+        }
         self.task.abort();
         let _ = self.runtime.block_on(self.task);
         self.outcome.try_recv().ok()
