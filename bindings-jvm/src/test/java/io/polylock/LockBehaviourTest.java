@@ -169,9 +169,9 @@ class LockBehaviourTest {
 
     /**
      * The strict form of the interrupt test: the withdrawn waiter leaves the
-     * server queue while the holder still holds. Runtime gap: a cancelled
-     * queued acquire stays queued (ZooKeeper node / Redis queue entry) until
-     * the lock is next released, when the raced grant is given back.
+     * server queue while the holder still holds, and before
+     * lockInterruptibly() throws (looked at at once, as after Curator's and
+     * Redisson's interrupted acquires).
      */
     @ParameterizedTest
     @MethodSource("backends")
@@ -192,6 +192,7 @@ class LockBehaviourTest {
             Servers.eventually("the waiter is queued", () -> contenders(url, name) >= 2);
             t.interrupt();
             t.join(5_000);
+            assertEquals(1, contenders(url, name), "the interrupted waiter is still queued: " + describe(url, name));
             assertOnlyHolderLeft(url, name, waiter);
             held.unlock();
         }
