@@ -118,6 +118,29 @@ for (const [backend, url] of backends()) {
 // hot_worker), takes each call and its reply without waking: counted as the
 // thread's sleeps and wake-ups (tokio's park/unpark count) per call.
 const PAIRS = 200
+// What is counted is an uncontended machine's. Another process taking the
+// cores pauses spinning for a while (polylock::blocking::spin::yield_core:
+// a batch with a contended yield), and a slow spell of the machine may miss
+// many spins (after 8 misses only one spell in 32 spins): batches run until
+// one keeps the thread awake, for up to QUIET_WINDOW_MS, with a pause after
+// a contended one. Three uncontended batches that all fail it fail the
+// test; a machine busy with other processes throughout skips it.
+const QUIET_WINDOW_MS = 20_000
+const QUIET_NEEDED = 3
+async function untilQuiet(batch, kept) {
+  const end = Date.now() + QUIET_WINDOW_MS
+  let quiet = 0
+  let got
+  while (Date.now() < end) {
+    got = await batch()
+    if (got.contended === 0) quiet++
+    if (kept(got)) return { got, quiet, verdict: 'kept' }
+    if (got.contended === 0 && quiet >= QUIET_NEEDED) return { got, quiet, verdict: 'not kept' }
+    if (got.contended > 0) await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  return { got, quiet, verdict: 'busy' }
+}
+
 for (const [backend, url] of backends()) {
   describe(`the runtime's thread between calls on ${backend}`, { skip }, () => {
     const busyLoop = async (lock) => {
@@ -132,31 +155,22 @@ for (const [backend, url] of backends()) {
       }
     }
 
-    it('a busy loop of acquire+release does not put it to sleep between calls', async () => {
+    it('a busy loop of acquire+release does not put it to sleep between calls', async (t) => {
       const client = await build(addon).connect(url)
       const lock = client.lock(unique('hot'))
       await busyLoop(lock) // warm-up
-      let got = await busyLoop(lock)
-      if (backend === 'redis') {
-        // Without the spinner each of the 2 * PAIRS calls sleeps and wakes
-        // the thread about once. A slow spell of the machine may miss many
-        // spins, and after 8 misses only one spell in 32 spins; another
-        // process taking the cores pauses spinning for a while (polylock::
-        // blocking::spin::yield_core): up to eight batches before
-        // concluding the thread is not kept awake, with a pause after a
-        // contended one. What is counted is an uncontended machine's.
-        for (let batch = 1; batch < 8 && !(got.wakes < PAIRS / 2); batch++) {
-          if (got.contended > 0) await new Promise((resolve) => setTimeout(resolve, 200))
-          got = await busyLoop(lock)
-        }
-        assert.ok(got.wakes < PAIRS / 2, `the thread slept and woke ${got.wakes} times in ${2 * PAIRS} calls: ${JSON.stringify(got)}`)
-        assert.ok(got.endedWhileSpinning > PAIRS, JSON.stringify(got))
-      } else {
-        // A ZooKeeper write waits for the disk, longer than a spin: spells
-        // that miss soon stop spinning.
-        assert.ok(got.missed <= PAIRS / 4, `${got.missed} of ${2 * PAIRS} calls spun for nothing`)
-      }
+      // Without the spinner each of the 2 * PAIRS calls sleeps and wakes
+      // the thread about once (Redis); a ZooKeeper write waits for the
+      // disk, longer than a spin, and spells that miss soon stop spinning.
+      const kept = (got) =>
+        backend === 'redis' ? got.wakes < PAIRS / 2 && got.endedWhileSpinning > PAIRS : got.missed <= PAIRS / 4
+      const { got, quiet, verdict } = await untilQuiet(() => busyLoop(lock), kept)
       await client.close()
+      if (verdict === 'busy') {
+        t.skip(`other processes had the cores for ${QUIET_WINDOW_MS / 1000} s: ${quiet} uncontended batches; ${JSON.stringify(got)}`)
+        return
+      }
+      assert.equal(verdict, 'kept', `not kept awake in ${quiet} uncontended batches of ${2 * PAIRS} calls: ${JSON.stringify(got)}`)
     })
   })
 }

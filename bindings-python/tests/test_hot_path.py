@@ -52,63 +52,81 @@ BOUND = {"redis": 1.0, "zookeeper": 12.5}
 T = TypeVar("T")
 
 
-def counted(client: polylock.Client, count: Callable[[], T]) -> tuple[T, T]:
-    """``count()`` before and after ROUNDS uncontended acquire+release of a
-    fresh lock (after 20 unmeasured), in a spell in which no other process
-    took the cores from polylock's spinners."""
+# What is counted is an uncontended machine's. Another process taking the
+# cores pauses spinning for a while (polylock::blocking::spin::yield_core: a
+# batch with a contended yield; a test before this one forks children), and
+# a slow spell of the machine can end spells without a reply (after 8 such
+# misses only one spell in 32 spins): batches run until one is kept, for up
+# to QUIET_WINDOW seconds, with a pause after a contended one. QUIET_NEEDED
+# uncontended batches that all fall short fail the test; a machine whose
+# cores other processes kept busy throughout skips it.
+QUIET_WINDOW = 20.0
+QUIET_NEEDED = 3
+
+
+def counted(
+    client: polylock.Client, count: Callable[[], T], kept: Callable[[T, T], bool]
+) -> tuple[T, T]:
+    """``count()`` before and after ROUNDS acquire+release of a fresh lock
+    (after 20 unmeasured): of the first batch that is ``kept``, or of the
+    last uncontended one (see above)."""
     lock = client.lock(unique("hot-path"))
     for _ in range(20):
         with lock:
             pass
-    for _ in range(5):
+    quiet = 0
+    end = time.monotonic() + QUIET_WINDOW
+    while time.monotonic() < end:
         contended = _native.contended_yields()
         before = count()
         for _ in range(ROUNDS):
             with lock:
                 pass
         after = count()
-        if _native.contended_yields() == contended:
-            break
-        # Other processes had the cores meanwhile (a test before this one
-        # forks children), so spinning paused (polylock::blocking::spin::
-        # yield_core): what is counted here is an uncontended machine's.
-        time.sleep(0.2)
-    return before, after
+        uncontended = _native.contended_yields() == contended
+        quiet += uncontended
+        if kept(before, after) or (uncontended and quiet >= QUIET_NEEDED):
+            return before, after
+        if not uncontended:
+            time.sleep(0.2)
+    pytest.skip(
+        f"other processes had the cores for {QUIET_WINDOW:.0f} s: {quiet} uncontended batches"
+    )
 
 
 def test_an_uncontended_acquire_release_wakes_the_runtime_thread_a_few_times(
     backend: str, client: polylock.Client
 ) -> None:
-    before, after = counted(client, _native.runtime_wakes)
-    if backend == "redis":
-        # A slow spell of the machine can end spells without a reply, and
-        # after 8 such misses only one spell in 32 spins: up to five batches
-        # before concluding the worker is not kept awake.
-        for _ in range(4):
-            if (after - before) / ROUNDS <= BOUND[backend]:
-                break
-            before, after = counted(client, _native.runtime_wakes)
-    per_round = (after - before) / ROUNDS
-    assert per_round <= BOUND[backend], f"{per_round:.2f} runtime wake-ups per acquire+release"
+    def per_round(before: int, after: int) -> float:
+        return (after - before) / ROUNDS
+
+    before, after = counted(
+        client, _native.runtime_wakes, lambda b, a: per_round(b, a) <= BOUND[backend]
+    )
+    assert per_round(before, after) <= BOUND[backend], (
+        f"{per_round(before, after):.2f} runtime wake-ups per acquire+release"
+    )
 
 
 def test_a_quick_answer_reaches_a_caller_that_never_slept(
     backend: str, client: polylock.Client
 ) -> None:
-    (spun, missed, slept), (spun_now, missed_now, slept_now) = counted(client, _native.caller_waits)
     calls = 2 * ROUNDS
+    Waits = tuple[int, int, int]
+
+    def kept(before: Waits, after: Waits) -> bool:
+        # Redis: some calls answered while spinning (without the spin, none).
+        # ZooKeeper: few spins for nothing (without the limit, every call's).
+        if backend == "redis":
+            return after[0] - before[0] > 0
+        return after[1] - before[1] <= calls // 4
+
+    (spun, missed, slept), (spun_now, missed_now, slept_now) = counted(
+        client, _native.caller_waits, kept
+    )
     assert (spun_now - spun) + (slept_now - slept) >= calls
     if backend == "redis":
-        # A slow spell of the machine may sleep through many, and after 8
-        # misses only one call in 32 spins; over five batches, not through
-        # all (without the spin, every batch has none).
-        batches = 1
-        while spun_now - spun == 0 and batches < 5:
-            (spun, _, _), (spun_now, _, _) = counted(client, _native.caller_waits)
-            batches += 1
-        assert spun_now - spun > 0, (
-            f"none of {calls} calls was answered while spinning, {batches} times"
-        )
+        assert spun_now - spun > 0, f"none of {calls} calls was answered while spinning"
     else:
         wasted = missed_now - missed
         assert wasted <= calls // 4, f"{wasted} of {calls} calls spun for nothing"
