@@ -123,10 +123,10 @@ const PAIRS = 200
 // a batch with a contended yield), and a slow spell of the machine may miss
 // many spins (after 8 misses only one spell in 32 spins): batches run until
 // one keeps the thread awake, for up to QUIET_WINDOW_MS, with a pause after
-// a contended one. Three uncontended batches that all fail it fail the
+// a contended one. Five uncontended batches that all fail it fail the
 // test; a machine busy with other processes throughout skips it.
 const QUIET_WINDOW_MS = 20_000
-const QUIET_NEEDED = 3
+const QUIET_NEEDED = 5
 async function untilQuiet(batch, kept) {
   const end = Date.now() + QUIET_WINDOW_MS
   let quiet = 0
