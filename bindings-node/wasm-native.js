@@ -461,13 +461,12 @@ class WasmClient {
     const outcome = new Promise((resolve, reject) => {
       this.#acquires.set(ticket, { resolve, reject })
       if (canceller) {
+        // Withdrawn, the acquire fails `cancelled` once the server holds
+        // nothing of it (or is granted, if that came first): the outcome
+        // comes as any other.
         canceller.onCancel = () => {
           if (!this.#acquires.has(ticket)) return
-          const cancelled = this.#call({ op: 'cancel', name, ticket })
-          if (cancelled) {
-            this.#acquires.delete(ticket)
-            reject(failure(this.#mod, this.#handle, { kind: 'cancelled' }))
-          }
+          this.#call({ op: 'withdraw', name, ticket })
           this.#pump()
         }
       }

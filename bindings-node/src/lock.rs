@@ -5,10 +5,9 @@
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
-use tokio::sync::watch;
 
 use crate::call::server_call;
-use crate::errors::{binding_error, millis, to_napi, NapiErrorExt};
+use crate::errors::{binding_error, millis, NapiErrorExt};
 use crate::guard::NativeGuard;
 use polylock::ErrorKind;
 
@@ -54,8 +53,9 @@ impl NativeLock {
         })
     }
 
-    /// Like `acquire`; `canceller.cancel()` abandons the wait (the promise
-    /// rejects `Cancelled`).
+    /// Like `acquire`; `canceller.cancel()` withdraws the wait: the promise
+    /// rejects `Cancelled` once the server holds nothing of it, or settles
+    /// with the grant that came first (api.js gives that back).
     #[napi]
     pub fn acquire_cancellable<'env>(
         &self,
@@ -67,17 +67,10 @@ impl NativeLock {
         let owner = owner_id(owner)?;
         let timeout = timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
         let lock = self.lock.clone();
-        let mut cancelled = canceller.receiver();
+        let withdrawal = canceller.withdrawal.clone();
         server_call(env, async move {
-            tokio::select! {
-                r = lock.acquire_as(owner, timeout) => r.map(|g| NativeGuard::new(lock.clone(), g)).napi_err(),
-                _ = async {
-                    // A dropped canceller (garbage-collected) must not cancel: wait forever then.
-                    if cancelled.wait_for(|c| *c).await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                } => Err(to_napi(polylock::Error::Cancelled)),
-            }
+            let g = withdrawal.scope(lock.acquire_as(owner, timeout)).await.napi_err()?;
+            Ok(NativeGuard::new(lock, g))
         })
     }
 
@@ -94,16 +87,12 @@ impl NativeLock {
     }
 }
 
-/// Cancels the acquire it was passed to; cancelling after the grant does nothing.
+/// Withdraws the acquire it was passed to ([`polylock::Withdrawal`]);
+/// cancelling after the grant does nothing, and so does a canceller that
+/// is dropped (garbage-collected) without being cancelled.
 #[napi]
 pub struct Canceller {
-    tx: watch::Sender<bool>,
-}
-
-impl Canceller {
-    pub(crate) fn receiver(&self) -> watch::Receiver<bool> {
-        self.tx.subscribe()
-    }
+    pub(crate) withdrawal: polylock::Withdrawal,
 }
 
 #[napi]
@@ -111,11 +100,11 @@ impl Canceller {
     #[napi(constructor)]
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
-        Canceller { tx: watch::channel(false).0 }
+        Canceller { withdrawal: polylock::Withdrawal::new() }
     }
 
     #[napi]
     pub fn cancel(&self) {
-        self.tx.send_replace(true);
+        self.withdrawal.withdraw();
     }
 }

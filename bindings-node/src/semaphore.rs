@@ -114,8 +114,9 @@ impl NativeSemaphore {
         })
     }
 
-    /// Like `acquire`; `canceller.cancel()` abandons the wait (the promise
-    /// rejects `Cancelled`; the runtime's acquire is cancel-safe).
+    /// Like `acquire`; `canceller.cancel()` withdraws the wait: the promise
+    /// rejects `Cancelled` once the server holds nothing of it, or settles
+    /// with the grant that came first (api.js gives that back).
     #[napi]
     pub fn acquire_cancellable<'env>(
         &self,
@@ -127,17 +128,10 @@ impl NativeSemaphore {
         let count = permit_count("count", count)?;
         let timeout = timeout_ms.map(|ms| millis("timeoutMs", ms)).transpose()?;
         let (sem, grants) = (self.sem.clone(), self.grants.clone());
-        let mut cancelled = canceller.receiver();
+        let withdrawal = canceller.withdrawal.clone();
         server_call(env, async move {
-            tokio::select! {
-                r = sem.acquire_for(count, timeout) => granted(&sem, grants, r.napi_err()?),
-                _ = async {
-                    // A dropped canceller (garbage-collected) must not cancel: wait forever then.
-                    if cancelled.wait_for(|c| *c).await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                } => Err(to_napi(polylock::Error::Cancelled)),
-            }
+            let p = withdrawal.scope(sem.acquire_for(count, timeout)).await.napi_err()?;
+            granted(&sem, grants, p)
         })
     }
 }

@@ -197,9 +197,12 @@ impl Driver {
                 let ticket = t.acquire(now, &name, LockMode::Exclusive, owner, opts, nonce_of(&f.nonce, "nonce")?);
                 Ok(json!(ticket.map_err(|e| Error::from_core(name.as_str(), e))?.0))
             }
-            "cancel" => {
+            // An aborted acquire: its `failed` (`cancelled`) comes once the
+            // server holds nothing of it (LockMachine::withdraw), or its
+            // grant if that came first. False if it waits no more.
+            "withdraw" => {
                 let (_, now) = now_of(f)?;
-                Ok(json!(t.cancel(now, Ticket(u64_field(&f.ticket, "ticket")?))))
+                Ok(json!(t.withdraw(now, Ticket(u64_field(&f.ticket, "ticket")?))))
             }
             "release" => {
                 let (_, now) = now_of(f)?;
@@ -366,6 +369,32 @@ mod tests {
         let failed = &r["out"][0];
         assert_eq!(failed["k"], "failed", "{r}");
         assert_eq!(failed["err"]["kind"], "would_block");
+    }
+
+    #[test]
+    fn a_withdrawn_acquire_fails_cancelled_once_its_leave_is_answered() {
+        let mut d = driver();
+        let a = acquire(&mut d, 0.0, "orders/42", None);
+        let ticket = a["ok"].clone();
+        // Queued behind a holder: the acquire script's answer, then what it starts (subscriptions, a recheck).
+        let queued = json!({ "v": [{ "i": "0" }, { "i": "5000" }, { "i": "1" }] });
+        let r = call(&mut d, json!({ "op": "reply", "now": 1.0, "id": a["out"][0]["id"], "reply": queued }));
+        assert!(!kinds(&r).contains(&"failed".to_owned()), "{r}");
+        let w = call(&mut d, json!({ "op": "withdraw", "now": 2.0, "name": "orders/42", "ticket": ticket }));
+        assert_eq!(w["ok"], true, "{w}");
+        assert!(w["out"].as_array().unwrap().iter().any(|o| o["script"] == "polylock_leave"), "no LEAVE: {w}");
+        assert!(!kinds(&w).contains(&"failed".to_owned()), "told before the LEAVE is answered: {w}");
+        let mut out = Vec::new();
+        for o in w["out"].as_array().unwrap().iter().filter(|o| o.get("id").is_some()) {
+            let reply = if o["k"] == "eval" { json!({ "v": { "i": "0" } }) } else { json!({ "done": true }) };
+            let r = call(&mut d, json!({ "op": "reply", "now": 3.0, "id": o["id"], "reply": reply }));
+            assert!(r.get("err").is_none(), "{r}");
+            out.extend(r["out"].as_array().unwrap().iter().cloned());
+        }
+        let failed = out.iter().find(|o| o["k"] == "failed").expect("the failure once the LEAVE is answered");
+        let r = json!(out);
+        assert_eq!(failed["err"]["kind"], "cancelled", "{r}");
+        assert_eq!(failed["ticket"], ticket);
     }
 
     #[test]
