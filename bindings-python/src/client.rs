@@ -56,7 +56,7 @@ pub(crate) fn connect(
         return Err(polylock::test_hooks_missing("debug_faults")).py_err();
     }
     let client =
-        wait(py, OnInterrupt::Abort, async move { polylock::Client::connect_with(&url, opts).await })?.py_err()?;
+        wait(py, OnInterrupt::Cancel, async move { polylock::Client::connect_with(&url, opts).await })?.py_err()?;
     Ok(Client { inner: ProcessBound::new(Arc::new(ClientInner { client })) })
 }
 
@@ -144,7 +144,7 @@ impl Client {
         name: String,
     ) -> PyResult<(bool, Option<String>, Option<u64>, Option<usize>, Option<i64>)> {
         let client = self.inner.get()?.client.clone();
-        let s = wait(py, OnInterrupt::Abort, async move { client.status(&name).await })?.py_err()?;
+        let s = wait(py, OnInterrupt::Cancel, async move { client.status(&name).await })?.py_err()?;
         Ok((s.held, s.holder, s.fencing_token, s.waiters, s.ttl_ms))
     }
 
@@ -158,7 +158,7 @@ impl Client {
     #[cfg(feature = "test-hooks")]
     fn debug_expire_session(&self, py: Python<'_>) -> PyResult<()> {
         let client = self.inner.get()?.client.clone();
-        wait(py, OnInterrupt::Abort, async move { client.debug_expire_session().await })?.py_err()
+        wait(py, OnInterrupt::Cancel, async move { client.debug_expire_session().await })?.py_err()
     }
 
     /// Without the test hooks compiled in: a clear error.

@@ -84,7 +84,7 @@ impl Lock {
         let inner = self.inner.get()?;
         let timeout = seconds("timeout", timeout)?;
         let lock = inner.lock.clone();
-        match wait(py, OnInterrupt::Abort, async move { lock.acquire_as(OwnerId(owner), timeout).await })? {
+        match wait(py, OnInterrupt::Cancel, async move { lock.acquire_as(OwnerId(owner), timeout).await })? {
             Ok(guard) => {
                 keep(guard, inner.on_lost.as_ref());
                 Ok(true)
@@ -182,7 +182,7 @@ impl Lock {
             return Ok(true);
         }
         let (client, name) = (inner.client.clone(), inner.lock.name().to_owned());
-        Ok(wait(py, OnInterrupt::Abort, async move { client.status(&name).await })?.py_err()?.held)
+        Ok(wait(py, OnInterrupt::Cancel, async move { client.status(&name).await })?.py_err()?.held)
     }
 }
 

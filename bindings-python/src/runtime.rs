@@ -51,8 +51,10 @@ fn current_for(pid: u32) -> Option<&'static Runtime> {
 /// What to do with the work when Ctrl-C interrupts the wait.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OnInterrupt {
-    /// Abort the task (an acquire: the runtime's acquire is cancel-safe).
-    Abort,
+    /// End the task: an acquire still waiting is withdrawn, and the
+    /// interrupt is raised once the server holds nothing of it
+    /// (`Sliced::cancel`); other work is aborted.
+    Cancel,
     /// Let it finish in the background (a release must still happen).
     Detach,
 }
@@ -73,8 +75,8 @@ where
             Slice::Failed(why) => return Err(lock_error(format!("polylock task failed: {why}"))),
             Slice::StillRunning => {
                 if let Err(interrupted) = py.check_signals() {
-                    if on_interrupt == OnInterrupt::Abort {
-                        // A grant that raced the abort is dropped: given back.
+                    if on_interrupt == OnInterrupt::Cancel {
+                        // A grant that raced the cancel is dropped: given back.
                         py.detach(|| drop(task.cancel()));
                     }
                     // Detach: dropping `task` leaves it running.

@@ -110,7 +110,7 @@ impl Semaphore {
         let timeout = seconds("timeout", timeout)?;
         let op = Arc::new(Mutex::new(HeldOp::default()));
         let task = acquire_held(sem.clone(), op.clone(), count, timeout);
-        match wait(py, OnInterrupt::Abort, task) {
+        match wait(py, OnInterrupt::Cancel, task) {
             Ok(outcome) => outcome.py_err(),
             Err(interrupted) => {
                 give_up(runtime()?.handle(), &op, &sem);
@@ -179,7 +179,7 @@ impl Semaphore {
     fn grant(&self, py: Python<'_>, count: u32, timeout: Option<f64>) -> PyResult<Option<Permits>> {
         let sem = self.inner.get()?.clone();
         let timeout = seconds("timeout", timeout)?;
-        let got = wait(py, OnInterrupt::Abort, async move { sem.acquire_for(count, timeout).await })?;
+        let got = wait(py, OnInterrupt::Cancel, async move { sem.acquire_for(count, timeout).await })?;
         match got {
             Ok(p) => Ok(Some(Permits::new(p))),
             Err(polylock::Error::Timeout(_) | polylock::Error::WouldBlock(_)) => Ok(None),

@@ -323,6 +323,8 @@ def test_ctrl_c_withdraws_a_blocked_acquire(
     with pytest.raises(KeyboardInterrupt):
         sem.acquire()
     assert time.monotonic() - started < 5
+    # Raised once the server held nothing of the wait: looked at at once.
+    assert queued(name) == [], "the interrupted acquire is still queued"
     timer.join()
     assert sem.held_permits == 0
     holder.release()

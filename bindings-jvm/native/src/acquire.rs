@@ -1,9 +1,10 @@
 //! Acquires that Java can wait for in slices and cancel.
 //!
 //! `start` spawns the runtime's cancel-safe `acquire_as` as a task; `wait`
-//! blocks the Java thread for at most a slice; `free` aborts the task if it
-//! still runs (dropping the acquire cancels it on the server) and gives back
-//! a grant that nobody claimed. Claiming a grant keeps the hold in the
+//! blocks the Java thread for at most a slice; `free` withdraws the acquire
+//! if it still waits, returning once the server holds nothing of it
+//! (`polylock::blocking::Sliced::cancel`), and gives back a grant that
+//! nobody claimed. Claiming a grant keeps the hold in the
 //! runtime (released later by owner) and hands it the loss listener.
 
 use std::sync::{Arc, Mutex};

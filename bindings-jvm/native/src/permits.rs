@@ -4,9 +4,10 @@
 //! `start` spawns the runtime's cancel-safe `Semaphore::acquire_held` as a
 //! task: a grant stays in the semaphore (Java releases by count, from any
 //! thread, as with `java.util.concurrent.Semaphore`). `wait` blocks the Java
-//! thread for at most a slice; `cancel` aborts the task if it still runs
-//! (dropping the acquire withdraws it from the server) and says whether a
-//! grant raced the cancel, so that Java keeps it rather than losing track.
+//! thread for at most a slice; `cancel` withdraws the acquire if it still
+//! waits and returns once the server holds nothing of it
+//! (`polylock::blocking::Sliced::cancel`), and says whether a grant raced
+//! the cancel, so that Java keeps it rather than losing track.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
