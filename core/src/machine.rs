@@ -407,8 +407,9 @@ impl LockMachine {
     /// (at once if it put nothing there; when the server does not confirm
     /// soon, after a bounded wait, and the cleanup goes on). A caller that
     /// waits for this outcome never finds its own withdrawn attempt still
-    /// queued, as Curator's and Redisson's interrupted acquires do not.
-    /// [`Self::cancel`] is the same without the report, for a caller gone.
+    /// queued; Curator's and Redisson's interrupted acquires leave nothing
+    /// queued either. [`Self::cancel`] is the same without the report, for
+    /// a caller gone.
     /// False if `ticket` waits no more: its outcome (perhaps a grant) was
     /// already reported.
     pub fn withdraw(&mut self, now: Instant, ticket: Ticket) -> bool {
