@@ -34,53 +34,11 @@ pub fn next_owner_id() -> i64 {
 /// binding's work is I/O-bound and short; with a single worker the task a
 /// call spawns, the Redis/ZooKeeper connection driver and the reply's waker
 /// all run on the same thread, so each call costs one hop from the JS thread
-/// and one back, not extra wake-ups between tokio workers (measured: about
-/// half the per-call overhead of napi's default runtime on 2 cores). Every
-/// call that goes to the server runs through `call::server_call`: a busy
-/// spell keeps that thread awake, so the hop there costs no wake-up, and a
-/// lone call after quiet wakes this thread on its own CPU.
+/// and one back, not extra wake-ups between tokio workers. The thread sleeps
+/// in epoll whenever it has no work.
 #[napi_derive::module_init]
 fn init() {
-    if let Ok(rt) = polylock::blocking::binding_runtime("polylock-rt", true) {
-        let _ = RUNTIME.set(rt.handle().clone());
+    if let Ok(rt) = polylock::blocking::binding_runtime("polylock-rt") {
         napi::bindgen_prelude::create_custom_tokio_runtime(rt);
-    }
-}
-
-static RUNTIME: std::sync::OnceLock<tokio::runtime::Handle> = std::sync::OnceLock::new();
-
-/// Tests: how often the runtime's thread has gone to sleep or woken so far.
-#[napi]
-pub fn runtime_wakes() -> f64 {
-    RUNTIME.get().map_or(0.0, |h| polylock::blocking::thread_wakes(h) as f64)
-}
-
-/// Tests: how many lone calls after quiet had this thread kept on its CPU
-/// for their outcome's wake-up so far.
-#[napi]
-pub fn loop_wakeups_placed() -> f64 {
-    polylock::blocking::near_caller::loop_wakeups_placed() as f64
-}
-
-/// Tests: how the runtime's thread was kept awake between calls so far.
-#[napi(object)]
-pub struct HotCounts {
-    pub spells: f64,
-    pub ended_while_spinning: f64,
-    pub missed: f64,
-    /// Spinners' yields that found their core taken by another process,
-    /// after each of which spinning pauses for a while.
-    pub contended_yields: f64,
-}
-
-/// Tests: see `HotCounts`.
-#[napi]
-pub fn hot_counts() -> HotCounts {
-    let c = polylock::blocking::hot_worker::hot_counts();
-    HotCounts {
-        spells: c.spells as f64,
-        ended_while_spinning: c.ended_while_spinning as f64,
-        missed: c.missed as f64,
-        contended_yields: polylock::blocking::contended_yields() as f64,
     }
 }

@@ -25,9 +25,6 @@ fn fresh_owner_id() -> u64 {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::connect, m)?)?;
     m.add_function(wrap_pyfunction!(fresh_owner_id, m)?)?;
-    m.add_function(wrap_pyfunction!(runtime::runtime_wakes, m)?)?;
-    m.add_function(wrap_pyfunction!(runtime::caller_waits, m)?)?;
-    m.add_function(wrap_pyfunction!(runtime::contended_yields, m)?)?;
     m.add_class::<client::Client>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::AsyncOp>()?;

@@ -31,10 +31,7 @@ pub(crate) fn runtime() -> PyResult<&'static Runtime> {
     if let Some(rt) = current_for(pid) {
         return Ok(rt);
     }
-    // One worker (`tests/test_hot_path.py` counts its wake-ups). The work
-    // is I/O and a few microseconds of table code per reply; one thread
-    // carries it.
-    let rt = polylock::blocking::binding_runtime("polylock-rt", true)
+    let rt = polylock::blocking::binding_runtime("polylock-rt")
         .map_err(|e| lock_error(format!("cannot start the polylock runtime: {e}")))?;
     let leaked: &'static mut (u32, Runtime) = Box::leak(Box::new((pid, rt)));
     CURRENT.store(leaked, Ordering::Release);
@@ -85,29 +82,4 @@ where
             }
         }
     }
-}
-
-/// The runtime thread's wake-ups so far: each time its worker went to
-/// sleep or woke (tokio's park/unpark count). The hot-path test counts
-/// them per acquire+release.
-#[pyfunction]
-pub(crate) fn runtime_wakes() -> PyResult<u64> {
-    Ok(polylock::blocking::thread_wakes(runtime()?.handle()))
-}
-
-/// The blocked callers' waits so far: (outcomes taken while spinning, spins
-/// that ended without the outcome, waits that went to sleep). The hot-path
-/// test counts them.
-#[pyfunction]
-pub(crate) fn caller_waits() -> (u64, u64, u64) {
-    let c = polylock::blocking::wait_counts();
-    (c.spun, c.missed, c.slept)
-}
-
-/// Spinners' yields so far that found their core taken by another
-/// process (spinning and placement then pause): the hot-path test measures
-/// only spells without one.
-#[pyfunction]
-pub(crate) fn contended_yields() -> u64 {
-    polylock::blocking::contended_yields()
 }

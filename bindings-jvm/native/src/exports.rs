@@ -49,32 +49,6 @@ pub extern "system" fn Java_io_polylock_Native_freshOwnerId<'l>(_env: JNIEnv<'l>
     OwnerId::fresh().0 as jlong
 }
 
-/// The runtime thread's sleeps and wake-ups so far (for the hot-path test).
-#[no_mangle]
-pub extern "system" fn Java_io_polylock_Native_runtimeWakes<'l>(_env: JNIEnv<'l>, _c: JClass<'l>) -> jlong {
-    runtime::wakes() as jlong
-}
-
-/// How many spinners' yields found their core contended so far (for the
-/// hot-path test).
-#[no_mangle]
-pub extern "system" fn Java_io_polylock_Native_contendedYields<'l>(_env: JNIEnv<'l>, _c: JClass<'l>) -> jlong {
-    runtime::contended_yields() as jlong
-}
-
-/// How the runtime's thread was kept awake so far (for the hot-path test's
-/// failure message).
-#[no_mangle]
-pub extern "system" fn Java_io_polylock_Native_hotCounts<'l>(env: JNIEnv<'l>, _c: JClass<'l>) -> jstring {
-    env.new_string(runtime::hot_counts()).map(|s| s.into_raw()).unwrap_or(std::ptr::null_mut())
-}
-
-/// Outcomes Java threads took while spinning so far (for the hot-path test).
-#[no_mangle]
-pub extern "system" fn Java_io_polylock_Native_callerSpins<'l>(_env: JNIEnv<'l>, _c: JClass<'l>) -> jlong {
-    runtime::caller_spins() as jlong
-}
-
 #[no_mangle]
 pub extern "system" fn Java_io_polylock_Native_clientConnect<'l>(
     mut env: JNIEnv<'l>,

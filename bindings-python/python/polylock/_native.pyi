@@ -11,26 +11,14 @@ __all__ = [
     "Permits",
     "SemOp",
     "Semaphore",
-    "caller_waits",
     "connect",
-    "contended_yields",
     "fresh_owner_id",
-    "runtime_wakes",
 ]
 
 _Done: TypeAlias = Callable[[object, BaseException | None], object]
 
 def fresh_owner_id() -> int: ...
 
-# The runtime thread's sleeps and wake-ups so far (tokio's park/unpark count).
-def runtime_wakes() -> int: ...
-
-# Blocked callers' waits so far: (outcomes taken while spinning, spins that
-# ended without the outcome, waits that slept).
-def caller_waits() -> tuple[int, int, int]: ...
-
-# Spinners' yields so far that found their core taken by another process.
-def contended_yields() -> int: ...
 def connect(
     url: str,
     connect_timeout: float,

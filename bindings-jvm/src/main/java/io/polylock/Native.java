@@ -25,18 +25,6 @@ final class Native {
     /** A new owner id from the runtime's process-wide allocator: positive, never reused. */
     static native long freshOwnerId();
 
-    /** The runtime thread's sleeps and wake-ups so far (tokio's park/unpark count). */
-    static native long runtimeWakes();
-
-    /** How many spinners' yields found their core taken by another process so far. */
-    static native long contendedYields();
-
-    /** How the runtime's thread was kept awake so far (spinner spells, misses, slow calls). */
-    static native String hotCounts();
-
-    /** Outcomes Java threads took while spinning so far, never sleeping for them (lock() and unlock() both). */
-    static native long callerSpins();
-
     static native long clientConnect(String url, long connectTimeoutMs, long requestTimeoutMs,
                                      long sessionTimeoutMs, long leaseMs, boolean debugFaults);
 
