@@ -51,46 +51,101 @@ def _wait_child(pid: int, within: float) -> int:
     pytest.fail(f"the forked child hung for {within} s")
 
 
-def _child_connects(url: str, name: str) -> str:
-    """In the forked child: a new client of its own works, on either backend
-    (see python/polylock/_fork.py)."""
-    try:
-        with polylock.connect(url) as mine, mine.lock(name) as own:
-            return f"child token {own.fencing_token}"
-    except polylock.LockError as e:
-        return f"refused: {e}"
-
-
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_fork_child_gets_a_clear_error_then_works_with_its_own_client(
-    client: polylock.Client, url: str
-) -> None:
-    name = unique("fork")
-    lock = client.lock(name)
-    with lock:
-        pass  # the parent's runtime and connections are in use
+def _in_forked_child(body: Callable[[], str], within: float = 30) -> str:
+    """Runs ``body`` in a forked child; returns its report, or fails."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report through the pipe, never return into pytest
         code = 1
         try:
-            try:
-                lock.acquire()
-                report = "the parent's client worked in the child"
-            except polylock.LockError as e:
-                report = str(e)
-            report += "|" + _child_connects(url, name)
+            report = body()
             code = 0
         except BaseException as e:
             report = f"child failed: {e!r}"
         os.write(write, report.encode())
         os._exit(code)
     os.close(write)
-    code = _wait_child(pid, within=30)
+    code = _wait_child(pid, within)
     report = os.read(read, 4096).decode()
     os.close(read)
     assert code == 0, report
-    assert "created in another process" in report and "connect again" in report, report
-    assert "|child token " in report, report
-    with lock:  # the parent is unaffected
+    return report
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_client_made_before_fork_connects_again_in_the_child(
+    client: polylock.Client, leftovers: Callable[[str], list[str]]
+) -> None:
+    """gunicorn --preload, celery prefork: the parent's client, and every
+    handle made from it, work in the child with the child's own connection;
+    what the parent holds stays the parent's."""
+    name, kept, rw_name, sem_name = (
+        unique(p) for p in ("fork", "fork-kept", "fork-rw", "fork-sem")
+    )
+    lock, held_by_parent = client.lock(name), client.lock(kept)
+    rw, sem = client.rw_lock(rw_name), client.semaphore(sem_name, 2)
+    with lock:
+        parent_token = lock.fencing_token
+    held_by_parent.acquire()
+
+    def child() -> str:
+        assert client.id != parent_id, "the child kept the parent's connection"
+        assert not held_by_parent.held, "the child believes it holds the parent's lock"
+        assert not held_by_parent.acquire(blocking=False), "the child was granted the parent's lock"
+        with lock:
+            token = lock.fencing_token
+        assert not lock.held
+        with rw.write:
+            pass
+        with sem:
+            assert sem.held_permits == 1
+        return f"child token {token}"
+
+    parent_id = client.id
+    report = _in_forked_child(child)
+    assert report.startswith("child token "), report
+    assert int(report.removeprefix("child token ")) > parent_token, report
+    # The parent is unaffected: it still holds, its connection still works.
+    assert held_by_parent.held
+    held_by_parent.release()
+    with lock:
         assert lock.held
+    for each in (name, kept):
+        assert eventually(lambda each=each: leftovers(each) == []), leftovers(each)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_client_closed_before_fork_stays_closed_in_the_child(url: str) -> None:
+    closed = polylock.connect(url)
+    lock = closed.lock(unique("fork-closed"))
+    closed.close()
+
+    def child() -> str:
+        try:
+            lock.acquire()
+        except polylock.ClientClosedError as e:
+            return f"refused: {e}"
+        return "a closed client connected again in the child"
+
+    report = _in_forked_child(child)
+    assert report.startswith("refused: "), report
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_grant_held_across_fork_is_refused_clearly_in_the_child(client: polylock.Client) -> None:
+    """The one thing that cannot follow the child: a grant object the parent
+    holds. Releasing it there is a clear error, and the parent keeps it."""
+    sem = client.semaphore(unique("fork-grant"), 1)
+    grant = sem.grant()
+
+    def child() -> str:
+        try:
+            grant.release()
+        except polylock.LockError as e:
+            return f"refused: {e}"
+        return "the parent's grant was released by the child"
+
+    report = _in_forked_child(child)
+    assert "created in another process" in report, report
+    assert grant.held
+    grant.release()

@@ -6,6 +6,7 @@ from types import TracebackType
 from typing import Callable, NamedTuple
 
 from . import _fork, _native, _options
+from ._errors import ClientClosedError
 from ._lock import Lock, RwLock
 from ._semaphore import Semaphore
 
@@ -38,8 +39,12 @@ def connect(
     ``request_timeout`` one Redis command, ``session_timeout`` is the
     ZooKeeper session, ``lease`` the default Redis lease (renewed every third
     of it). Raises LockConnectionError (a ConnectionError) naming the address
-    if the server cannot be reached, ValueError for a bad URL or option."""
-    native = _fork.native().connect(
+    if the server cannot be reached, ValueError for a bad URL or option.
+
+    A client made before ``os.fork()`` (at import time in a gunicorn
+    ``--preload`` master, a celery prefork parent, a ``multiprocessing``
+    fork pool) connects again by itself in the child on its first call."""
+    args = (
         _options.url(url),
         _options.positive_seconds("connect_timeout", connect_timeout),
         _options.positive_seconds("request_timeout", request_timeout),
@@ -47,17 +52,25 @@ def connect(
         _options.positive_seconds("lease", lease),
         _debug_faults,
     )
-    return Client(native)
+    return Client(_fork.PerProcess(lambda: _fork.native().connect(*args)))
 
 
 class Client:
     """A connection to one Redis server or ZooKeeper ensemble, shared by
     every lock made from it. Usable as a context manager (closes on exit).
-    Not usable in a child process after ``os.fork()``: connect again there
-    (that works on both backends)."""
 
-    def __init__(self, native: _native.Client) -> None:
-        self._native = native
+    After ``os.fork()`` the child's first call on the client, or on any
+    lock or semaphore made from it, connects again with the child's own
+    connections. What the parent holds stays the parent's: in the child
+    those locks are not held, and the child's grants carry their own
+    fencing tokens. A closed client stays closed in its children."""
+
+    def __init__(self, native: _fork.PerProcess[_native.Client]) -> None:
+        self._connection = native
+
+    @property
+    def _native(self) -> _native.Client:
+        return self._connection.get()
 
     @property
     def backend(self) -> str:
@@ -82,7 +95,8 @@ class Client:
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         seconds = None if lease is None else _options.positive_seconds("lease", lease)
-        return Lock(self._native.lock(_options.lock_name(name), seconds, on_lost))
+        checked = _options.lock_name(name)
+        return Lock(_fork.PerProcess(lambda: self._native.lock(checked, seconds, on_lost)))
 
     def rw_lock(
         self,
@@ -101,8 +115,9 @@ class Client:
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost must be callable, not {type(on_lost).__name__}")
         seconds = None if lease is None else _options.positive_seconds("lease", lease)
-        read, write = self._native.rw_lock(_options.lock_name(name), seconds, on_lost)
-        return RwLock(Lock(read), Lock(write))
+        checked = _options.lock_name(name)
+        halves = _fork.PerProcess(lambda: self._native.rw_lock(checked, seconds, on_lost))
+        return RwLock(Lock(_Half(halves, 0)), Lock(_Half(halves, 1)))
 
     def semaphore(self, name: str, permits: int, *, lease: float | None = None) -> Semaphore:
         """A counting semaphore ``name`` of ``permits`` permits (no I/O),
@@ -117,7 +132,8 @@ class Client:
         ZooKeeper (Curator's ``InterProcessSemaphoreV2`` layout)."""
         seconds = None if lease is None else _options.positive_seconds("lease", lease)
         total = _options.permits_total(permits)
-        return Semaphore(self._native.semaphore(_options.lock_name(name), total, seconds))
+        checked = _options.lock_name(name)
+        return Semaphore(_fork.PerProcess(lambda: self._native.semaphore(checked, total, seconds)))
 
     def status(self, name: str) -> LockStatus:
         """Who holds ``name`` right now, as the server sees it (read-only)."""
@@ -126,6 +142,7 @@ class Client:
     def close(self) -> None:
         """Releases every held lock and fails pending acquires; later calls
         raise ClientClosedError."""
+        self._connection.retire(lambda: ClientClosedError("the client was closed"))
         self._native.close()
 
     def _debug_expire_session(self) -> None:
@@ -146,3 +163,19 @@ class Client:
 
     def __repr__(self) -> str:
         return f"<polylock.Client {self.backend} {self.id}>"
+
+
+class _Half:
+    """One half of a read-write lock's pair of native locks, made again
+    (both together) in a forked child."""
+
+    __slots__ = ("_halves", "_index")
+
+    def __init__(
+        self, halves: _fork.PerProcess[tuple[_native.Lock, _native.Lock]], index: int
+    ) -> None:
+        self._halves = halves
+        self._index = index
+
+    def get(self) -> _native.Lock:
+        return self._halves.get()[self._index]

@@ -11,6 +11,14 @@ private copy of the native library (a copy of the file: the dynamic loader
 would hand back the loaded one for the same file), in which every static
 starts anew, for every backend. Objects made by the parent's copy keep
 refusing to work in the child ("created in another process").
+
+The Python objects a user holds (``Client``, ``Lock``, ``Semaphore``) do
+not: each keeps its native object in a :class:`PerProcess`, which makes it
+again in a forked child on first use: a client made at import time in a
+gunicorn ``--preload`` master or a celery prefork parent reconnects by
+itself in each worker, with the worker's own connections and runtime, as
+redis-py's connection pool does. Whatever the parent holds stays the
+parent's: the child's new client holds nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import shutil
 import tempfile
 import threading
 from types import ModuleType
+from typing import Callable, Generic, NoReturn, Protocol, TypeVar
 
 from . import _errors, _native
 
@@ -30,12 +39,19 @@ _module: ModuleType = _native
 # process-wide state is pristine and a child can use it as it is).
 _used_in: int | None = None
 _choosing = threading.Lock()
+# How many forks this process is away from the one that imported polylock:
+# a PerProcess made in an earlier generation makes its object again.
+_generation = 0
+# Reentrant: a handle remade in a child remakes its client first.
+_remaking = threading.RLock()
 
 
 def _after_fork_in_child() -> None:
-    # Another thread of the parent may have held the lock at the fork.
-    global _choosing
+    # Another thread of the parent may have held the locks at the fork.
+    global _choosing, _remaking, _generation
     _choosing = threading.Lock()
+    _remaking = threading.RLock()
+    _generation += 1
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -73,3 +89,43 @@ def _fresh_copy() -> ModuleType:
     except (OSError, ImportError) as e:
         message = f"cannot load polylock's native library in this forked process: {e}"
         raise _errors.LockError(message) from e
+
+
+_T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class Source(Protocol[_T_co]):
+    """Where a Python handle finds its native object in this process."""
+
+    def get(self) -> _T_co: ...
+
+
+class PerProcess(Generic[_T]):
+    """A native object of this process: ``make()`` is called at once, and
+    again on the first ``get()`` in a forked child (the parent's object is
+    left alone; its native half refuses to work in the child). ``retire``
+    makes every later remake raise instead (a closed client stays closed in
+    its children)."""
+
+    __slots__ = ("_generation", "_make", "_value")
+
+    def __init__(self, make: Callable[[], _T]) -> None:
+        self._make = make
+        self._value = make()
+        self._generation = _generation
+
+    def get(self) -> _T:
+        if self._generation == _generation:
+            return self._value
+        with _remaking:
+            if self._generation != _generation:
+                self._value = self._make()
+                self._generation = _generation
+        return self._value
+
+    def retire(self, error: Callable[[], BaseException]) -> None:
+        def refuse() -> NoReturn:
+            raise error()
+
+        self._make = refuse

@@ -8,7 +8,7 @@ import asyncio
 from types import TracebackType
 from typing import Callable, TypeVar
 
-from . import _native, _options
+from . import _fork, _native, _options
 from ._errors import LockLostError
 from ._owners import current_task, task_owner, thread_owner
 
@@ -20,8 +20,12 @@ class Lock:
     ``client.lock(name)``. Handles of the same client and name share their
     holds: a thread may acquire through one and release through another."""
 
-    def __init__(self, native: _native.Lock) -> None:
-        self._native = native
+    def __init__(self, native: _fork.Source[_native.Lock]) -> None:
+        self._source = native
+
+    @property
+    def _native(self) -> _native.Lock:
+        return self._source.get()
 
     @property
     def name(self) -> str:

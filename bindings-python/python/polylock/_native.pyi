@@ -18,7 +18,6 @@ __all__ = [
 _Done: TypeAlias = Callable[[object, BaseException | None], object]
 
 def fresh_owner_id() -> int: ...
-
 def connect(
     url: str,
     connect_timeout: float,

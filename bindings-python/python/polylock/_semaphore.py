@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from types import TracebackType
 
-from . import _native, _options
+from . import _fork, _native, _options
 from ._errors import LockTimeout, NotHeldError
 from ._lock import _settle_from_thread
 
@@ -32,8 +32,12 @@ class Semaphore:
     permit under ``NAME/leases``, waiters in line for Curator's mutex at
     ``NAME/locks``), so Curator clients share the permits."""
 
-    def __init__(self, native: _native.Semaphore) -> None:
-        self._native = native
+    def __init__(self, native: _fork.Source[_native.Semaphore]) -> None:
+        self._source = native
+
+    @property
+    def _native(self) -> _native.Semaphore:
+        return self._source.get()
 
     @property
     def name(self) -> str:
