@@ -52,7 +52,7 @@ def test_no_thread_affinity_changes_while_thousands_of_calls_run(url: str) -> No
         with polylock.connect(url) as client:
             lock = client.lock(unique("affinity"))
             # Back to back, then paced as a service's calls come (2 ms, 10 ms).
-            for pause, calls in ((0.0, 1600), (0.002, 400), (0.01, 100)):
+            for pause, calls in ((0.0, 1600), (0.002, 500), (0.01, 300)):
                 for _ in range(calls):
                     with lock:
                         pass
