@@ -287,8 +287,8 @@ def uncontended(
 # releases: time for the waiter to block on the server, and the quiet the
 # handoff then breaks (threads asleep in both processes and the server). The
 # Rust bench waits the same 20 ms, so its handoff breakdown applies here. The
-# quiet's length alone moves the figure: Python holder, Rust waiter, the same
-# code, p50 424-444 us after 20 ms and 641-667 us after 50 ms on this machine.
+# quiet's length alone moves the figure (the longer, the colder every thread
+# and cache it wakes), so every language waits the same.
 QUIET_S = 0.02
 
 

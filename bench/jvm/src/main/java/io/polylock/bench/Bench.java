@@ -247,9 +247,9 @@ public final class Bench {
             mb.shutdown();
         }
 
-        // Last, after every latency row: a polylock handoff measured after
-        // the throughput runs took twice as long (1.24 ms against 0.61 and
-        // 0.72 ms without them, same JVM and servers).
+        // Last, after every latency row: the throughput runs leave the
+        // servers and this JVM busy for a while after them (ZooKeeper's
+        // snapshots, GC), which would slow a latency row measured next.
         List<ServerWork.Work> work = serverWork(redisUrl, run + "-work");
         List<Throughput> tps = throughputs(redisUrl, zkUrl, zkConnect, run + "-tp");
 
