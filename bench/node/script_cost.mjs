@@ -8,15 +8,10 @@
 // uses meanwhile. The variants take turns, round by round, and each figure
 // is the median of the rounds.
 //
-// What it showed (2026-12-07, six runs back to back, usec per pair):
-// polylock's scripts 39.7-44.7, the same commands with no Lua around them
-// 36.4-43.5 (0.9-4.5 less in each run), empty scripts with the same keys
-// and arguments 12.5-13.5 (three runs), with one of each 8.8-9.5, the
-// commands' own usec 9.0-10.6. So each of the 8 commands costs the server
-// about 2 µs beyond its own usec (calling it from Lua and converting its
-// reply), each of the 14 further keys and arguments about 0.3 µs, and the
-// Lua around the commands (closures, the token's string arithmetic)
-// 1-4.5 µs.
+// The differences between the rows separate what a command costs when
+// called from Lua (beyond its own usec), what each further key and argument
+// costs, and what the Lua around the commands costs. Its figures, like every
+// figure, belong in bench/REPORT.md.
 //
 // A tool for a change to the scripts, not part of bench/run:
 //   node bench/node/script_cost.mjs [PAIRS=1500] [ROUNDS=9] [PACE_MS=0]

@@ -1,6 +1,7 @@
 //! The measurements beyond single-operation latency: cross-process handoff,
-//! server commands per handoff as waiters grow (the herd test), throughput
-//! over many locks, and client memory and threads with many locks.
+//! an idle client's CPU, server commands per handoff as waiters grow (the
+//! herd test), throughput over many locks, and client memory and threads
+//! with many locks.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -35,7 +36,8 @@ fn stamp_pushes(url: &str, name: &str) -> Arc<AtomicU64> {
 }
 
 /// The child side of the handoff test: wait, print the grant time (and,
-/// on Redis, when the handoff's message reached this process), release, pause.
+/// on Redis, when the handoff's message reached this process), this
+/// process's CPU time so far, release, pause.
 pub async fn handoff_waiter(url: &str, name: &str) {
     let pushed = stamp_pushes(url, name);
     let client = Client::connect(url).await.unwrap();
@@ -53,7 +55,8 @@ pub async fn handoff_waiter(url: &str, name: &str) {
         g.release().await.unwrap();
         // The waiter's client's own hops for that message (polylock::trace).
         let hops = Hop::ALL.map(|hop| polylock::trace::last(hop).to_string()).join(" ");
-        println!("{t} {} {hops}", pushed.load(Ordering::SeqCst));
+        let cpu_ns = crate::cpu::process().as_nanos();
+        println!("{t} {} {cpu_ns} {hops}", pushed.load(Ordering::SeqCst));
         std::io::stdout().flush().unwrap();
     }
     client.close().await;
@@ -74,8 +77,8 @@ pub struct HandoffTimes {
     /// that precede each handoff (the floor of a request that wakes idle
     /// threads on both sides, which a hot PING loop never does).
     pub cold_ping: Vec<Duration>,
-    /// The bindings' hop after the same quiet ([`cold_hop`]).
-    pub cold_hop: Vec<Duration>,
+    /// CPU over the timed rounds: both processes' (client) and the server's.
+    pub cpu: crate::cpu::Tally,
 }
 
 /// Holder in this process, waiter in another: time from the release call
@@ -97,13 +100,21 @@ pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> 
         pushed: Vec::new(),
         hops: Default::default(),
         cold_ping: Vec::new(),
-        cold_hop: Vec::new(),
+        cpu: crate::cpu::Tally::default(),
     };
+    let mut server = crate::cpu::Server::of(url).await;
+    // CPU at the start of the timed rounds: the server's, this process's, and
+    // the waiter's as it printed it at the end of the last warm-up round.
+    let mut start = (None, Duration::ZERO, Duration::ZERO);
+    let mut waiter_cpu = Duration::ZERO;
     let mut raw = match url.starts_with("redis://") {
         true => Some(redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap()),
         false => None,
     };
     for i in 0..n + 5 {
+        if i == 5 {
+            start = (server.cpu().await, crate::cpu::process(), waiter_cpu);
+        }
         if let Some(raw) = raw.as_mut() {
             tokio::time::sleep(Duration::from_millis(20)).await;
             let t = Instant::now();
@@ -121,6 +132,7 @@ pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> 
         from_child.read_line(&mut line).unwrap();
         let mut stamps = line.split_whitespace().map(|v| v.parse::<u64>().unwrap());
         let (t1, pushed) = (stamps.next().unwrap(), stamps.next().unwrap_or(0));
+        waiter_cpu = Duration::from_nanos(stamps.next().unwrap());
         let hops: Vec<u64> = stamps.collect();
         if i >= 5 {
             out.granted.push(Duration::from_nanos(t1.saturating_sub(t0)));
@@ -135,40 +147,53 @@ pub async fn handoff(exe: &std::path::Path, url: &str, name: &str, n: usize) -> 
             }
         }
     }
+    let client_cpu = crate::cpu::process().saturating_sub(start.1) + waiter_cpu.saturating_sub(start.2);
+    let server_cpu = match (start.0, server.cpu().await) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
+    out.cpu.add(client_cpu, server_cpu, n);
     writeln!(to_child, "stop").unwrap();
     let _ = child.wait();
     client.close().await;
     out
 }
 
-/// The bindings' hop, cold: a thread outside the runtime (a Python or Java
-/// caller) runs a task that does nothing on a runtime of one worker thread,
-/// as the bindings build theirs, through the bindings' own
-/// [`polylock::blocking::Sliced`]; each after the same 20 ms of quiet as a
-/// handoff, so it sleeps without spinning (the busy-spell rule), as a
-/// handoff's waiter does. A binding's handoff pays this on top of the Rust
-/// client's: the holder's call wakes its runtime's thread, and the waiter's
-/// runtime wakes the sleeping caller.
-pub fn cold_hop(n: usize) -> Vec<Duration> {
-    use polylock::blocking::{Slice, Sliced};
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let mut out = Vec::with_capacity(n);
-    for i in 0..n + 5 {
-        std::thread::sleep(Duration::from_millis(20));
-        let t = Instant::now();
-        let mut call = Sliced::spawn(rt.handle(), async {});
-        loop {
-            match call.wait(Duration::from_secs(1)) {
-                Slice::Done(()) => break,
-                Slice::StillRunning => continue,
-                Slice::Failed(why) => panic!("an empty task failed: {why}"),
-            }
-        }
-        if i >= 5 {
-            out.push(t.elapsed());
-        }
+/// An idle client's cost: one client connected and holding `locks` locks
+/// (the default lease, so its renewals run), making no calls, over
+/// `seconds`; in % of one core, this process's and the server's.
+pub struct Idle {
+    pub locks: usize,
+    pub seconds: f64,
+    pub client_core_pct: f64,
+    pub server_core_pct: Option<f64>,
+}
+
+pub async fn idle(url: &str, prefix: &str, seconds: u64) -> Idle {
+    const LOCKS: usize = 100;
+    let client = Client::connect(url).await.unwrap();
+    let mut guards = Vec::with_capacity(LOCKS);
+    for i in 0..LOCKS {
+        guards.push(client.lock(&format!("{prefix}/{i}")).unwrap().acquire_as(OwnerId(1), None).await.unwrap());
     }
-    out
+    // The acquires' aftermath (replies, timers armed) settles first.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut server = crate::cpu::Server::of(url).await;
+    let (s0, c0, t0) = (server.cpu().await, crate::cpu::process(), Instant::now());
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    let (c1, t1) = (crate::cpu::process(), t0.elapsed());
+    let s1 = server.cpu().await;
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    client.close().await;
+    let pct = |d: Duration| d.as_secs_f64() / t1.as_secs_f64() * 100.0;
+    Idle {
+        locks: LOCKS,
+        seconds: t1.as_secs_f64(),
+        client_core_pct: pct(c1.saturating_sub(c0)),
+        server_core_pct: s0.zip(s1).map(|(a, b)| pct(b.saturating_sub(a))),
+    }
 }
 
 /// The floor of a ZooKeeper handoff, raw: any ZooKeeper lock hands over by
@@ -403,12 +428,14 @@ mod futures_like {
     }
 }
 
-pub async fn everything_else(redis_url: &str, zk_url: &str, name: &str) -> Extras {
+/// `quick`: shorter spans and fewer locks, a smoke test of every row.
+pub async fn everything_else(redis_url: &str, zk_url: &str, name: &str, quick: bool) -> Extras {
+    let span = |full: u64| Duration::from_millis(if quick { 500 } else { full });
     let mut md = String::from("Server work per handoff as waiters grow (herd test: every waiter a separate client; each one re-queues after its turn):\n\n| waiters | redis: client requests | redis: commands incl. inside scripts | zookeeper: packets received (incl. pings) |\n|---:|---:|---:|---:|\n");
     let mut json = Vec::new();
     for w in [1usize, 10, 100] {
-        let (rq, rc) = herd(redis_url, &format!("{name}-herd-{w}"), w, Duration::from_secs(2)).await;
-        let (z, _) = herd(zk_url, &format!("/{name}-herd-{w}"), w, Duration::from_secs(3)).await;
+        let (rq, rc) = herd(redis_url, &format!("{name}-herd-{w}"), w, span(2000)).await;
+        let (z, _) = herd(zk_url, &format!("/{name}-herd-{w}"), w, span(3000)).await;
         md.push_str(&format!("| {w} | {rq:.1} | {rc:.1} | {z:.1} |\n"));
         json.push(format!(
             "\"herd_{w}\": {{\"redis_requests\": {rq:.2}, \"redis_commands\": {rc:.2}, \"zookeeper_packets\": {z:.2}}}"
@@ -416,14 +443,17 @@ pub async fn everything_else(redis_url: &str, zk_url: &str, name: &str) -> Extra
     }
     md.push_str("\nThroughput, acquire+release per second over 1,000 distinct locks, 64 at a time, one client process:\n\n| backend | ops/s |\n|---|---:|\n");
     for (b, url, prefix) in [("redis", redis_url, format!("{name}-tp")), ("zookeeper", zk_url, format!("/{name}-tp"))] {
-        let ops = throughput(url, &prefix, 1000, 64, Duration::from_secs(3)).await;
+        let ops = throughput(url, &prefix, 1000, 64, span(3000)).await;
         md.push_str(&format!("| {b} | {ops:.0} |\n"));
         json.push(format!("\"throughput_{b}\": {ops:.0}"));
     }
-    md.push_str("\nClient memory and threads with 10,000 locks (Redis; leases renewed in the background):\n\n");
-    let (held, wait, t0, t1) = memory(redis_url, &format!("{name}-mem"), 10_000).await;
+    let locks = if quick { 1000 } else { 10_000 };
     md.push_str(&format!(
-        "| per held lock | per waiting lock | process threads before | with 10,000 leases renewing |\n|---:|---:|---:|---:|\n| {:.0} B | {:.0} B | {t0} | {t1} |\n",
+        "\nClient memory and threads with {locks} locks (Redis; leases renewed in the background):\n\n"
+    ));
+    let (held, wait, t0, t1) = memory(redis_url, &format!("{name}-mem"), locks).await;
+    md.push_str(&format!(
+        "| per held lock | per waiting lock | process threads before | with {locks} leases renewing |\n|---:|---:|---:|---:|\n| {:.0} B | {:.0} B | {t0} | {t1} |\n",
         held, wait
     ));
     json.push(format!(

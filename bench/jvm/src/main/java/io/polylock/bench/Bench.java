@@ -54,26 +54,37 @@ import redis.clients.jedis.Jedis;
  * throughput: lock+unlock per second across 1,000 distinct locks from one
  * process, 16 threads on random names, for polylock (Redis and ZooKeeper),
  * Redisson and Curator (BENCH_ONLY_THROUGHPUT=1: print it, write nothing).
- * And paced: polylock's and Redisson's Redis lock+unlock each after a 2 ms
- * pause, as a service's calls come (BENCH_ONLY_PACED=1: print it, write
- * nothing).
+ * And paced: polylock's, Redisson's and Curator's lock+unlock each after a
+ * 2 ms pause, as a service's calls come (BENCH_ONLY_PACED=1: print it, write
+ * nothing). Every latency row also has its CPU per operation, this JVM's and
+ * the lock server's ({@link Cpu}); and the idle row: one polylock client
+ * holding 100 locks, making no calls, in % of one core. BENCH_QUICK=1: every
+ * row with few iterations, a smoke test.
  */
 public final class Bench {
-    static final int WARMUP = 300;
-    static final int ITERATIONS = 2000;
-    static final int HANDOFF_WARMUP = 20;
-    static final int HANDOFFS = 200;
+    static final boolean QUICK = "1".equals(System.getenv("BENCH_QUICK"));
+    static final int WARMUP = QUICK ? 30 : 300;
+    static final int ITERATIONS = QUICK ? 100 : 2000;
+    static final int HANDOFF_WARMUP = QUICK ? 3 : 20;
+    static final int HANDOFFS = QUICK ? 10 : 200;
     static final int TP_LOCKS = 1000;
     static final int TP_THREADS = 16;
-    static final int TP_WARMUP_MS = 1000;
-    static final int TP_MS = 5000;
-    static final int WORK_ROUNDS = 7;
-    static final int WORK_UNCONTENDED = 200;
-    static final int WORK_HANDOFFS = 30;
-    /** Paced rows: each lock+unlock after this pause (not timed), as a service's calls come, each a quiet one. */
+    static final int TP_WARMUP_MS = QUICK ? 300 : 1000;
+    static final int TP_MS = QUICK ? 1000 : 5000;
+    static final int WORK_ROUNDS = QUICK ? 3 : 7;
+    static final int WORK_UNCONTENDED = QUICK ? 50 : 200;
+    static final int WORK_HANDOFFS = QUICK ? 5 : 30;
+    static final int IDLE_S = QUICK ? 2 : 10;
+    /**
+     * Paced rows: each lock+unlock after this pause, as a service's calls
+     * come: out of the latency, in the CPU per operation (what a client
+     * burns while its caller is away counts against it).
+     */
     static final int PACE_MS = 2;
-    static final int PACED_ITERATIONS = 400;
+    static final int PACED_ITERATIONS = QUICK ? 50 : 400;
     static final String PACED = "paced lock+unlock (each after a 2 ms pause)";
+    /** Before each timed batch, a pause counted nowhere: what the previous batch's system still did ends there. */
+    static final int SETTLE_MS = 5;
 
     /** A lock as the harness drives it: one thread calls lock/unlock. */
     interface Locker {
@@ -86,7 +97,11 @@ public final class Bench {
         void run() throws Exception;
     }
 
-    record Row(String operation, String system, double p50, double p99, int n) {}
+    /** Latency (µs) and CPU per operation (µs; NaN: not measured), this JVM's and the lock server's. */
+    record Row(String operation, String system, double p50, double p99, int n, double clientCpuUs, double serverCpuUs) {}
+
+    /** One polylock client holding {@code locks} locks, no calls: CPU in % of one core. */
+    record Idle(int locks, double seconds, double clientCorePct, double serverCorePct) {}
 
     record Throughput(String system, double opsPerS) {}
 
@@ -105,8 +120,10 @@ public final class Bench {
             throughputs(redisUrl, zkUrl, zkConnect, run + "-tp");
             System.exit(0);
         }
+        Cpu.Server redisCpu = Cpu.redis(redisUrl);
+        Cpu.Server zkCpu = Cpu.zookeeper();
         if ("1".equals(System.getenv("BENCH_ONLY_PACED"))) {
-            paced(redisUrl, run + "-paced"); // each row prints itself
+            paced(redisUrl, redisCpu, zkUrl, zkConnect, zkCpu, run + "-paced"); // each row prints itself
             System.exit(0);
         }
         List<Row> rows = new ArrayList<>();
@@ -120,7 +137,7 @@ public final class Bench {
         try (LockClient a = LockClient.connect(zkUrl); LockClient b = LockClient.connect(zkUrl)) {
             String name = "/" + run + "-zk";
             String cname = "/" + run + "-curator";
-            Map<String, Row> u = interleaved("uncontended lock+unlock", Map.of(
+            Map<String, Row> u = interleaved(zkCpu, "uncontended lock+unlock", Map.of(
                     "ZooKeeper exists", () -> zk.exists("/", false),
                     ZK_RAW_LOCK, lockUnlock(rawZkRequests(zk, "/" + run + "-zk-raw")),
                     "polylock (zk)", lockUnlock(polylock(a, name)),
@@ -128,31 +145,31 @@ public final class Bench {
             rows.add(floorRow(u.get("ZooKeeper exists")));
             rows.add(u.get(ZK_RAW_LOCK));
             rows.add(u.get("polylock (zk)"));
-            rows.add(handoff("polylock (zk)", polylock(a, name + "-h"), polylock(b, name + "-h")));
+            rows.add(handoff(zkCpu, "polylock (zk)", polylock(a, name + "-h"), polylock(b, name + "-h")));
             rows.add(u.get("Curator InterProcessMutex"));
-            rows.add(handoff("Curator InterProcessMutex", curatorLocker(ca, cname + "-h"), curatorLocker(cb, cname + "-h")));
+            rows.add(handoff(zkCpu, "Curator InterProcessMutex", curatorLocker(ca, cname + "-h"), curatorLocker(cb, cname + "-h")));
             // Read-write locks: a read lock+unlock alone, and a writer's release taken by a blocked reader.
-            u = interleaved(RW_READ, Map.of(
+            u = interleaved(zkCpu, RW_READ, Map.of(
                     "polylock (zk)", lockUnlock(locker(a.newReadWriteLock(name + "-rw").readLock())),
                     "Curator InterProcessReadWriteLock",
                     lockUnlock(curatorLocker(new InterProcessReadWriteLock(ca, cname + "-rw").readLock()))));
             rows.add(u.get("polylock (zk)"));
-            rows.add(handoff(RW_HANDOFF, "polylock (zk)", locker(a.newReadWriteLock(name + "-rwh").writeLock()),
+            rows.add(handoff(zkCpu, RW_HANDOFF, "polylock (zk)", locker(a.newReadWriteLock(name + "-rwh").writeLock()),
                     locker(b.newReadWriteLock(name + "-rwh").readLock())));
             rows.add(u.get("Curator InterProcessReadWriteLock"));
-            rows.add(handoff(RW_HANDOFF, "Curator InterProcessReadWriteLock",
+            rows.add(handoff(zkCpu, RW_HANDOFF, "Curator InterProcessReadWriteLock",
                     curatorLocker(new InterProcessReadWriteLock(ca, cname + "-rwh").writeLock()),
                     curatorLocker(new InterProcessReadWriteLock(cb, cname + "-rwh").readLock())));
             // Semaphores: one lease of 4 alone, and the holder of a 1-lease semaphore's release taken by a waiter
             // (polylock's ZooKeeper semaphore is Curator's InterProcessSemaphoreV2 layout).
-            u = interleaved(SEM_ONE, Map.of(
+            u = interleaved(zkCpu, SEM_ONE, Map.of(
                     "polylock (zk)", lockUnlock(permits(a.newSemaphore(name + "-sem", 4))),
                     CURATOR_SEMAPHORE, lockUnlock(curatorPermits(ca, cname + "-sem", 4))));
             rows.add(u.get("polylock (zk)"));
-            rows.add(handoff(SEM_HANDOFF, "polylock (zk)", permits(a.newSemaphore(name + "-semh", 1)),
+            rows.add(handoff(zkCpu, SEM_HANDOFF, "polylock (zk)", permits(a.newSemaphore(name + "-semh", 1)),
                     permits(b.newSemaphore(name + "-semh", 1))));
             rows.add(u.get(CURATOR_SEMAPHORE));
-            rows.add(handoff(SEM_HANDOFF, CURATOR_SEMAPHORE, curatorPermits(ca, cname + "-semh", 1),
+            rows.add(handoff(zkCpu, SEM_HANDOFF, CURATOR_SEMAPHORE, curatorPermits(ca, cname + "-semh", 1),
                     curatorPermits(cb, cname + "-semh", 1)));
         }
         ca.close();
@@ -171,7 +188,7 @@ public final class Bench {
             for (ScriptCall c : scripts) {
                 jedis.scriptLoad(c.source());
             }
-            Map<String, Row> u = interleaved("uncontended lock+unlock", Map.of(
+            Map<String, Row> u = interleaved(redisCpu, "uncontended lock+unlock", Map.of(
                     "Redis PING", jedis::ping,
                     RAW_SCRIPTS, () -> scripts.forEach(c -> jedis.evalsha(c.sha(), c.keys(), c.args())),
                     "polylock (redis)", lockUnlock(polylock(a, name)),
@@ -179,33 +196,34 @@ public final class Bench {
             rows.add(floorRow(u.get("Redis PING")));
             rows.add(u.get(RAW_SCRIPTS));
             rows.add(u.get("polylock (redis)"));
-            rows.add(handoff("polylock (redis)", polylock(a, name + "-h"), polylock(b, name + "-h")));
+            rows.add(handoff(redisCpu, "polylock (redis)", polylock(a, name + "-h"), polylock(b, name + "-h")));
             rows.add(u.get("Redisson RLock"));
-            rows.add(handoff("Redisson RLock", redissonLocker(ra, rname + "-h"), redissonLocker(rb, rname + "-h")));
-            u = interleaved(RW_READ, Map.of(
+            rows.add(handoff(redisCpu, "Redisson RLock", redissonLocker(ra, rname + "-h"), redissonLocker(rb, rname + "-h")));
+            u = interleaved(redisCpu, RW_READ, Map.of(
                     "polylock (redis)", lockUnlock(locker(a.newReadWriteLock(name + "-rw").readLock())),
                     "Redisson RReadWriteLock", lockUnlock(redissonLocker(ra.getReadWriteLock(rname + "-rw").readLock()))));
             rows.add(u.get("polylock (redis)"));
-            rows.add(handoff(RW_HANDOFF, "polylock (redis)", locker(a.newReadWriteLock(name + "-rwh").writeLock()),
+            rows.add(handoff(redisCpu, RW_HANDOFF, "polylock (redis)", locker(a.newReadWriteLock(name + "-rwh").writeLock()),
                     locker(b.newReadWriteLock(name + "-rwh").readLock())));
             rows.add(u.get("Redisson RReadWriteLock"));
-            rows.add(handoff(RW_HANDOFF, "Redisson RReadWriteLock",
+            rows.add(handoff(redisCpu, RW_HANDOFF, "Redisson RReadWriteLock",
                     redissonLocker(ra.getReadWriteLock(rname + "-rwh").writeLock()),
                     redissonLocker(rb.getReadWriteLock(rname + "-rwh").readLock())));
             // Semaphores: one permit of 4 alone, and the holder of a 1-permit semaphore's release taken by a waiter.
-            u = interleaved(SEM_ONE, Map.of(
+            u = interleaved(redisCpu, SEM_ONE, Map.of(
                     "polylock (redis)", lockUnlock(permits(a.newSemaphore(name + "-sem", 4))),
                     "Redisson RPermitExpirableSemaphore", lockUnlock(redissonPermits(ra, rname + "-sem", 4))));
             rows.add(u.get("polylock (redis)"));
-            rows.add(handoff(SEM_HANDOFF, "polylock (redis)", permits(a.newSemaphore(name + "-semh", 1)),
+            rows.add(handoff(redisCpu, SEM_HANDOFF, "polylock (redis)", permits(a.newSemaphore(name + "-semh", 1)),
                     permits(b.newSemaphore(name + "-semh", 1))));
             rows.add(u.get("Redisson RPermitExpirableSemaphore"));
-            rows.add(handoff(SEM_HANDOFF, "Redisson RPermitExpirableSemaphore", redissonPermits(ra, rname + "-semh", 1),
+            rows.add(handoff(redisCpu, SEM_HANDOFF, "Redisson RPermitExpirableSemaphore", redissonPermits(ra, rname + "-semh", 1),
                     redissonPermits(rb, rname + "-semh", 1)));
         }
         ra.shutdown();
         rb.shutdown();
-        rows.addAll(paced(redisUrl, run + "-paced"));
+        rows.addAll(paced(redisUrl, redisCpu, zkUrl, zkConnect, zkCpu, run + "-paced"));
+        Idle idle = idle(redisUrl, redisCpu, run + "-idle");
 
         // ---- Redis as deployed: a Sentinel set and a Redis Cluster ----
         for (Mode mode : modes()) {
@@ -217,28 +235,28 @@ public final class Bench {
                 String mname = run + "-redisson-" + mode.label();
                 String system = "polylock (" + mode.label() + ")";
                 String peer = "Redisson RLock (" + mode.label() + ")";
-                Map<String, Row> u = interleaved("uncontended lock+unlock", Map.of(
+                Map<String, Row> u = interleaved(Cpu.NONE, "uncontended lock+unlock", Map.of(
                         system, lockUnlock(polylock(a, name)),
                         peer, lockUnlock(redissonLocker(ma, mname))));
                 rows.add(u.get(system));
-                rows.add(handoff(system, polylock(a, name + "-h"), polylock(b, name + "-h")));
+                rows.add(handoff(Cpu.NONE, system, polylock(a, name + "-h"), polylock(b, name + "-h")));
                 rows.add(u.get(peer));
-                rows.add(handoff(peer, redissonLocker(ma, mname + "-h"), redissonLocker(mb, mname + "-h")));
+                rows.add(handoff(Cpu.NONE, peer, redissonLocker(ma, mname + "-h"), redissonLocker(mb, mname + "-h")));
             }
             ma.shutdown();
             mb.shutdown();
         }
 
-        // Last, after every latency row: a polylock handoff measured after
-        // the throughput runs took twice as long (1.24 ms against 0.61 and
-        // 0.72 ms without them, same JVM and servers).
+        // Last, after every latency row: the throughput runs leave the
+        // servers and this JVM busy for a while after them (ZooKeeper's
+        // snapshots, GC), which would slow a latency row measured next.
         List<ServerWork.Work> work = serverWork(redisUrl, run + "-work");
         List<Throughput> tps = throughputs(redisUrl, zkUrl, zkConnect, run + "-tp");
 
-        String md = markdown(rows, tps, work);
+        String md = markdown(rows, tps, work, idle);
         System.out.println(md);
         Files.writeString(out.resolve("results.md"), md);
-        Files.writeString(out.resolve("results.json"), json(rows, tps, work));
+        Files.writeString(out.resolve("results.json"), json(rows, tps, work, idle));
         System.exit(0);
     }
 
@@ -457,19 +475,62 @@ public final class Bench {
 
     /** A floor's samples as its row ("floor: 1 round trip"). */
     static Row floorRow(Row r) {
-        return new Row("floor: 1 round trip", r.system(), r.p50(), r.p99(), r.n());
+        return new Row("floor: 1 round trip", r.system(), r.p50(), r.p99(), r.n(), r.clientCpuUs(), r.serverCpuUs());
     }
 
-    /** polylock's and Redisson's lock+unlock on Redis, each after {@link #PACE_MS} of quiet, taking turns. */
-    static List<Row> paced(String redisUrl, String name) throws Exception {
+    /**
+     * polylock's and Redisson's lock+unlock on Redis, then polylock's and
+     * Curator's on ZooKeeper, each after {@link #PACE_MS} of quiet, taking
+     * turns; each backend's clients closed before the next one's run.
+     */
+    static List<Row> paced(String redisUrl, Cpu.Server redisCpu, String zkUrl, String zkConnect, Cpu.Server zkCpu,
+            String name) throws Exception {
+        List<Row> rows = new ArrayList<>();
         RedissonClient r = redisson(redisUrl);
         try (LockClient c = LockClient.connect(redisUrl)) {
             Map<String, Op> ops = Map.of(
                     "polylock (redis)", lockUnlock(polylock(c, name)),
                     "Redisson RLock", lockUnlock(redissonLocker(r, name + "-redisson")));
-            return new ArrayList<>(interleaved(PACED, ops, PACED_ITERATIONS, 50, PACE_MS).values());
+            rows.addAll(interleaved(redisCpu, PACED, ops, PACED_ITERATIONS, 50, PACE_MS).values());
         } finally {
             r.shutdown();
+        }
+        try (CuratorFramework cf = curator(zkConnect); LockClient c = LockClient.connect(zkUrl)) {
+            Map<String, Op> ops = Map.of(
+                    "polylock (zk)", lockUnlock(polylock(c, "/" + name + "-zk")),
+                    "Curator InterProcessMutex", lockUnlock(curatorLocker(cf, "/" + name + "-curator")));
+            rows.addAll(interleaved(zkCpu, PACED, ops, PACED_ITERATIONS, 50, PACE_MS).values());
+        }
+        return rows;
+    }
+
+    /**
+     * One polylock client connected and holding 100 Redis locks (the default
+     * lease, so its renewals run), making no calls: this JVM's and the
+     * server's CPU over {@link #IDLE_S}, in % of one core.
+     */
+    static Idle idle(String redisUrl, Cpu.Server redisCpu, String prefix) throws Exception {
+        int locks = 100;
+        try (LockClient c = LockClient.connect(redisUrl)) {
+            List<DistributedLock> held = new ArrayList<>();
+            for (int i = 0; i < locks; i++) {
+                DistributedLock l = c.newLock(prefix + "/" + i);
+                l.lock();
+                held.add(l);
+            }
+            Thread.sleep(1000); // the acquires' aftermath settles
+            double s0 = redisCpu.micros();
+            double c0 = Cpu.client();
+            long t0 = System.nanoTime();
+            Thread.sleep(IDLE_S * 1000L);
+            double c1 = Cpu.client();
+            double seconds = (System.nanoTime() - t0) / 1e9;
+            double s1 = redisCpu.micros();
+            held.forEach(DistributedLock::unlock);
+            Idle idle = new Idle(locks, seconds, (c1 - c0) / 1e6 / seconds * 100, (s1 - s0) / 1e6 / seconds * 100);
+            System.err.printf(Locale.ROOT, "idle: %d locks held %.1f s: client %.3f%% of a core, server %.3f%%%n",
+                    locks, seconds, idle.clientCorePct(), idle.serverCorePct());
+            return idle;
         }
     }
 
@@ -484,13 +545,18 @@ public final class Bench {
      * happened to run at. Keyed by system; the systems take their first
      * turns in name order.
      */
-    static Map<String, Row> interleaved(String operation, Map<String, Op> ops) throws Exception {
-        return interleaved(operation, ops, ITERATIONS, BATCH, 0);
+    static Map<String, Row> interleaved(Cpu.Server server, String operation, Map<String, Op> ops) throws Exception {
+        return interleaved(server, operation, ops, ITERATIONS, BATCH, 0);
     }
 
-    /** {@link #interleaved(String, Map)} with each op after {@code pauseMs} of quiet (not timed) when it is not 0. */
-    static Map<String, Row> interleaved(String operation, Map<String, Op> ops, int iterations, int batch, int pauseMs)
-            throws Exception {
+    /**
+     * {@link #interleaved(Cpu.Server, String, Map)} with each op after
+     * {@code pauseMs} of quiet (out of the latency, in the CPU) when it is
+     * not 0. Each batch's CPU, this JVM's and {@code server}'s, is charged to
+     * its system.
+     */
+    static Map<String, Row> interleaved(Cpu.Server server, String operation, Map<String, Op> ops, int iterations,
+            int batch, int pauseMs) throws Exception {
         List<String> systems = new ArrayList<>(new java.util.TreeSet<>(ops.keySet()));
         for (String system : systems) {
             for (int i = 0; i < WARMUP; i++) {
@@ -498,7 +564,11 @@ public final class Bench {
             }
         }
         Map<String, long[]> ns = new LinkedHashMap<>();
-        systems.forEach(system -> ns.put(system, new long[iterations]));
+        Map<String, Cpu.Tally> cpu = new LinkedHashMap<>();
+        systems.forEach(system -> {
+            ns.put(system, new long[iterations]);
+            cpu.put(system, new Cpu.Tally());
+        });
         for (int round = 0; round * batch < iterations; round++) {
             int from = round * batch;
             int to = Math.min(iterations, from + batch);
@@ -506,18 +576,21 @@ public final class Bench {
                 String system = systems.get((round + k) % systems.size());
                 Op op = ops.get(system);
                 long[] out = ns.get(system);
-                for (int i = from; i < to; i++) {
-                    if (pauseMs > 0) {
-                        Thread.sleep(pauseMs);
+                Thread.sleep(SETTLE_MS);
+                cpu.get(system).span(server, to - from, () -> {
+                    for (int i = from; i < to; i++) {
+                        if (pauseMs > 0) {
+                            Thread.sleep(pauseMs);
+                        }
+                        long t0 = System.nanoTime();
+                        op.run();
+                        out[i] = System.nanoTime() - t0;
                     }
-                    long t0 = System.nanoTime();
-                    op.run();
-                    out[i] = System.nanoTime() - t0;
-                }
+                });
             }
         }
         Map<String, Row> rows = new LinkedHashMap<>();
-        ns.forEach((system, samples) -> rows.put(system, row(operation, system, samples)));
+        ns.forEach((system, samples) -> rows.put(system, row(operation, system, samples, cpu.get(system))));
         return rows;
     }
 
@@ -525,11 +598,17 @@ public final class Bench {
      * The holder (this thread) holds; a waiter thread on another client blocks
      * in lock(); the holder unlocks at t0; the waiter returns at t1.
      */
-    static Row handoff(String system, Locker holder, Locker waiter) throws Exception {
-        return handoff("handoff (another client, another thread)", system, holder, waiter);
+    static Row handoff(Cpu.Server server, String system, Locker holder, Locker waiter) throws Exception {
+        return handoff(server, "handoff (another client, another thread)", system, holder, waiter);
     }
 
-    static Row handoff(String operation, String system, Locker holder, Locker waiter) throws Exception {
+    /**
+     * Also the CPU per handoff round (the holder's lock, the waiter queuing,
+     * the unlock, the waiter's grant and unlock, the 10 ms between): this
+     * JVM's (both threads) and the server's, over the timed rounds.
+     */
+    static Row handoff(Cpu.Server server, String operation, String system, Locker holder, Locker waiter)
+            throws Exception {
         SynchronousQueue<Long> acquiredAt = new SynchronousQueue<>();
         SynchronousQueue<Boolean> go = new SynchronousQueue<>();
         Thread w = new Thread(() -> {
@@ -547,7 +626,13 @@ public final class Bench {
         w.start();
         int total = HANDOFF_WARMUP + HANDOFFS;
         long[] ns = new long[HANDOFFS];
+        double s0 = Double.NaN;
+        double c0 = Double.NaN;
         for (int i = 0; i < total; i++) {
+            if (i == HANDOFF_WARMUP) {
+                s0 = server.micros();
+                c0 = Cpu.client();
+            }
             holder.lock();
             go.put(true);
             Thread.sleep(10); // let the waiter queue up on the server
@@ -561,9 +646,13 @@ public final class Bench {
                 ns[i - HANDOFF_WARMUP] = t1 - t0;
             }
         }
+        double c1 = Cpu.client();
+        double s1 = server.micros();
         go.put(false);
         w.join();
-        return row(operation, system, ns);
+        Cpu.Tally cpu = new Cpu.Tally();
+        cpu.add(c1 - c0, s1 - s0, HANDOFFS);
+        return row(operation, system, ns, cpu);
     }
 
     /**
@@ -729,26 +818,38 @@ public final class Bench {
         return new Throughput(system, ops);
     }
 
-    static Row row(String operation, String system, long[] ns) {
+    static Row row(String operation, String system, long[] ns, Cpu.Tally cpu) {
         long[] s = ns.clone();
         Arrays.sort(s);
         double p50 = s[(int) Math.floor(0.50 * (s.length - 1))] / 1000.0;
         double p99 = s[(int) Math.floor(0.99 * (s.length - 1))] / 1000.0;
-        System.err.printf(Locale.ROOT, "%-40s %-28s p50 %9.1f us  p99 %9.1f us%n", operation, system, p50, p99);
-        return new Row(operation, system, p50, p99, s.length);
+        System.err.printf(Locale.ROOT, "%-40s %-28s p50 %9.1f us  p99 %9.1f us  cpu %7.1f / %7.1f us%n", operation,
+                system, p50, p99, cpu.clientPerOp(), cpu.serverPerOp());
+        return new Row(operation, system, p50, p99, s.length, cpu.clientPerOp(), cpu.serverPerOp());
+    }
+
+    /** A CPU cell: µs per op, "-" when not measured. */
+    static String cpuCell(double us) {
+        return Double.isNaN(us) ? "-" : String.format(Locale.ROOT, "%.1f", us);
+    }
+
+    /** A JSON number, null when not measured. */
+    static String jsonNumber(double x) {
+        return Double.isNaN(x) ? "null" : String.format(Locale.ROOT, "%.2f", x);
     }
 
     // ---- output -----------------------------------------------------------
 
     /** Ratios: polylock over the anchor library of its backend, and every row over its backend's floor. */
-    static String markdown(List<Row> rows, List<Throughput> tps, List<ServerWork.Work> work) {
+    static String markdown(List<Row> rows, List<Throughput> tps, List<ServerWork.Work> work, Idle idle) {
         Map<String, Row> by = new LinkedHashMap<>();
         for (Row r : rows) {
             by.put(r.operation() + "|" + r.system(), r);
         }
         StringBuilder sb = new StringBuilder();
-        sb.append("| operation | system | p50 µs | p99 µs | p99/p50 | p50 vs floor | p50 vs Curator/Redisson |\n");
-        sb.append("|---|---|---:|---:|---:|---:|---:|\n");
+        sb.append("| operation | system | p50 µs | p99 µs | p99/p50 | client CPU µs/op | server CPU µs/op | p50 vs floor "
+                + "| p50 vs Curator/Redisson | client CPU vs Curator/Redisson |\n");
+        sb.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for (Row r : rows) {
             boolean zkSide = r.system().contains("zk") || r.system().contains("Curator") || r.system().toLowerCase(Locale.ROOT).contains("zookeeper");
             Row floor = by.get("floor: 1 round trip|" + (zkSide ? "ZooKeeper exists" : "Redis PING"));
@@ -761,11 +862,22 @@ public final class Bench {
             Row anchor = by.get(r.operation() + "|" + anchorName);
             String vsAnchor = r.system().startsWith("polylock") && anchor != null
                     ? String.format(Locale.ROOT, "%.2fx", r.p50() / anchor.p50()) : "";
+            String cpuVsAnchor = r.system().startsWith("polylock") && anchor != null && !Double.isNaN(r.clientCpuUs())
+                    ? String.format(Locale.ROOT, "%.2fx", r.clientCpuUs() / anchor.clientCpuUs()) : "";
             String vsFloor = r.operation().startsWith("floor") ? "1.00x"
                     : String.format(Locale.ROOT, "%.1fx", r.p50() / floor.p50());
-            sb.append(String.format(Locale.ROOT, "| %s | %s | %.0f | %.0f | %.1f | %s | %s |%n",
-                    r.operation(), r.system(), r.p50(), r.p99(), r.p99() / r.p50(), vsFloor, vsAnchor));
+            sb.append(String.format(Locale.ROOT, "| %s | %s | %.0f | %.0f | %.1f | %s | %s | %s | %s | %s |%n",
+                    r.operation(), r.system(), r.p50(), r.p99(), r.p99() / r.p50(), cpuCell(r.clientCpuUs()),
+                    cpuCell(r.serverCpuUs()), vsFloor, vsAnchor, cpuVsAnchor));
         }
+        sb.append(String.format(Locale.ROOT, "%nClient CPU: this JVM's user + sys (every thread: the libraries' "
+                + "background threads, JIT and GC included) over each timed batch, per operation; handoff: per round, "
+                + "both threads. Server CPU: Redis `INFO cpu`, ZooKeeper's JVM threads from /proc (none for the "
+                + "Sentinel and Cluster rows). Paced: each call after a %d ms pause, out of the latency, in the CPU.%n",
+                PACE_MS));
+        sb.append(String.format(Locale.ROOT, "%nIdle: one polylock client holding %d Redis locks (default lease, "
+                + "renewals running), no calls, %.1f s: client %.3f%% of one core, server %.3f%%.%n",
+                idle.locks(), idle.seconds(), idle.clientCorePct(), idle.serverCorePct()));
         sb.append(String.format(Locale.ROOT, "%nUncontended: %d iterations after %d warm-up, each group of rows (the floor, polylock and its peer) "
                 + "interleaved in batches of %d that take turns; handoff: %d after %d, "
                 + "waiter on a second client in another thread of the same JVM. Loopback servers, 2 cores. "
@@ -813,13 +925,19 @@ public final class Bench {
         return "";
     }
 
-    static String json(List<Row> rows, List<Throughput> tps, List<ServerWork.Work> work) {
+    static String json(List<Row> rows, List<Throughput> tps, List<ServerWork.Work> work, Idle idle) {
         List<String> entries = new ArrayList<>();
         for (Row r : rows) {
             entries.add(String.format(Locale.ROOT,
-                    "  {\"operation\": \"%s\", \"system\": \"%s\", \"p50_us\": %.1f, \"p99_us\": %.1f, \"n\": %d}",
-                    r.operation(), r.system(), r.p50(), r.p99(), r.n()));
+                    "  {\"operation\": \"%s\", \"system\": \"%s\", \"p50_us\": %.1f, \"p99_us\": %.1f, \"n\": %d, "
+                            + "\"client_cpu_us\": %s, \"server_cpu_us\": %s}",
+                    r.operation(), r.system(), r.p50(), r.p99(), r.n(), jsonNumber(r.clientCpuUs()),
+                    jsonNumber(r.serverCpuUs())));
         }
+        entries.add(String.format(Locale.ROOT,
+                "  {\"operation\": \"idle\", \"system\": \"polylock (redis)\", \"locks\": %d, \"seconds\": %.1f, "
+                        + "\"client_core_pct\": %s, \"server_core_pct\": %s, \"quick\": %b}",
+                idle.locks(), idle.seconds(), jsonNumber(idle.clientCorePct()), jsonNumber(idle.serverCorePct()), QUICK));
         for (Throughput t : tps) {
             entries.add(String.format(Locale.ROOT,
                     "  {\"operation\": \"throughput\", \"system\": \"%s\", \"ops_per_s\": %.0f, \"threads\": %d, \"locks\": %d}",
