@@ -8,14 +8,16 @@
 // This file decides nothing about locks. It is the driver of the drive
 // contract (core/src/lib.rs): it gives the table one input at a time (API
 // calls, replies, pub/sub messages, connection changes, the timer) with the
-// time from performance.now(), executes every output in order (events to
-// the callers waiting for them, commands to Redis, the one timer), gives
-// back grants nobody took, and supplies 128-bit nonces from
+// time from a clock that counts suspend (wasm-clock.js), executes every
+// output in order (events to the callers waiting for them, commands to
+// Redis, the one timer), gives back grants nobody took, and supplies
+// 128-bit nonces from
 // crypto.getRandomValues. Errors come from the module as the addon's JSON
 // payloads, so errors.js builds the same classes from them.
 
 const { readFileSync } = require('node:fs')
 const { join } = require('node:path')
+const { SuspendAwareClock, timerDelay } = require('./wasm-clock.js')
 
 const PAYLOAD_PREFIX = 'polylock:'
 const noop = () => {}
@@ -192,6 +194,8 @@ class WasmClient {
   #queue = []
   #pumping = false
   #timer
+  /** The table's time: counts a suspend, so deadlines that passed asleep are seen at the resume. */
+  #clock = new SuspendAwareClock()
   #closed = false
   #quiet = null
   /** Pending calls keep the process alive as a napi promise does; idle connections do not. */
@@ -283,7 +287,7 @@ class WasmClient {
 
   /** One call; its outputs join the queue (run them with #pump). Returns `ok`, throws `err`. */
   #call(request) {
-    request.now = performance.now()
+    request.now = this.#clock.now()
     const answer = this.#mod.call(this.#handle, request)
     if (answer.out.length) this.#queue.push(...answer.out)
     if (answer.err) {
@@ -376,9 +380,8 @@ class WasmClient {
         break
       case 'timeout': {
         clearTimeout(this.#timer)
-        // Capped at setTimeout's limit: firing early is harmless, the table announces the instant again.
-        const delay = Math.min(0x7fffffff, Math.max(0, Math.ceil(o.at - performance.now())))
-        this.#timer = setTimeout(() => this.#input({ op: 'timeout' }), delay)
+        // At most a second: the timer does not count a suspend, the table does.
+        this.#timer = setTimeout(() => this.#input({ op: 'timeout' }), timerDelay(o.at, this.#clock.now()))
         // A held lock keeps the process alive through api.js's keep-alive handle.
         this.#timer.unref()
         break

@@ -158,6 +158,14 @@ impl Client {
         self.exec.transport().debug_live_watches()
     }
 
+    /// Tests only: ZooKeeper watch routing entries (watches live, and
+    /// watches unwanted before they were set) the client keeps (0 on Redis).
+    #[cfg(feature = "test-hooks")]
+    #[doc(hidden)]
+    pub fn debug_watch_routes(&self) -> usize {
+        self.exec.transport().debug_watch_routes()
+    }
+
     /// This client's 128-bit random id, as in its Redis hash fields and ZooKeeper node data.
     pub fn id(&self) -> String {
         self.exec.client_id().to_uuid()

@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use polylock::{Error, LossReason, OwnerId};
+use polylock::{ClientOptions, Error, LossReason, OwnerId};
 use support::*;
 
 /// Tasks alive on the test's runtime, once background work has settled.
@@ -78,4 +78,43 @@ async fn a_holder_whose_node_is_deleted_is_told() {
     assert!(token > guard.fencing_token(), "the next grant has a larger token");
     assert!(matches!(guard.release().await, Err(Error::Lost { .. })), "release after the loss reports it");
     other.lock(&name).unwrap().release_as(OwnerId(2)).await.unwrap();
+}
+
+/// A session expiry takes the session's watches with it on the server, and
+/// nothing fires them afterwards: the client must not keep routing entries
+/// for them. A holder (watching its own node) and a waiter (watching its
+/// predecessor) on one client whose session expires: once the claims are
+/// over, no watch of the old session is left in the client's routing table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_expiry_leaves_no_watch_routing_behind() {
+    let url = zk_url();
+    let (held, waited) = (unique("expiry-watch-held"), unique("expiry-watch-waited"));
+    let opts = ClientOptions { session_timeout: Duration::from_secs(2), debug_faults: true, ..Default::default() };
+    let expiring = client_with(&url, opts).await;
+    let other = client(&url).await;
+    let guard = expiring.lock(&held).unwrap().acquire().await.unwrap();
+    let blocker = other.lock(&waited).unwrap().acquire().await.unwrap();
+    let waiting_lock = expiring.lock(&waited).unwrap();
+    let waiter = tokio::spawn(async move { waiting_lock.acquire_as(OwnerId(2), Some(Duration::from_secs(30))).await });
+    assert!(
+        eventually(Duration::from_secs(5), || async { expiring.debug_live_watches() >= 2 }).await,
+        "the holder and the waiter watch: {} watches",
+        expiring.debug_live_watches()
+    );
+
+    expiring.debug_expire_session().await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(10), guard.lost()).await.expect("no loss after expiry");
+    assert!(matches!(reason, LossReason::SessionExpired | LossReason::Disconnected), "{reason:?}");
+    assert!(matches!(guard.release().await, Err(Error::Lost { .. })));
+    // The waiter contends again on the new session; let it through, then end it.
+    blocker.release().await.unwrap();
+    let regranted = tokio::time::timeout(Duration::from_secs(10), waiter).await.expect("waiter hung").unwrap().unwrap();
+    regranted.release().await.unwrap();
+
+    assert!(
+        eventually(Duration::from_secs(5), || async { expiring.debug_watch_routes() == 0 }).await,
+        "{} watch routing entries ({} of them live watches) left after the session expired and every claim ended",
+        expiring.debug_watch_routes(),
+        expiring.debug_live_watches()
+    );
 }

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url'
 const url = process.env.POLYLOCK_TEST_REDIS
 if (!url) throw new Error('POLYLOCK_TEST_REDIS is not set: eval "$(scripts/services env)" first')
 const pkg = fileURLToPath(new URL('../../', import.meta.url))
-const WASM_FILES = ['package.json', 'api.js', 'errors.js', 'validate.js', 'wasm.js', 'wasm.mjs', 'wasm.d.ts', 'wasm-native.js', 'polylock.wasm']
+const WASM_FILES = ['package.json', 'api.js', 'errors.js', 'validate.js', 'wasm.js', 'wasm.mjs', 'wasm.d.ts', 'wasm-native.js', 'wasm-clock.js', 'polylock.wasm']
 
 /** ioredis and everything it depends on, as installed in the package's node_modules. */
 function withDependencies(name, seen = new Set()) {

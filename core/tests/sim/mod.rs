@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use polylock_core::{
     AcquireOptions, Backend, Command, ConnectionEvent, Error, Event, Instant, LockConfig, LockMode, LockName,
-    LockTable, Nonce, Notification, Op, Output, OwnerId, PermitRequest, Reply, RequestId, Ticket, TransportError,
+    LockTable, Nonce, Notification, Op, Output, OwnerId, PermitRequest, ReleaseId, ReleaseProgress, Reply, RequestId,
+    Ticket, TransportError,
 };
 use polylock_core::{RedisOp, ZkOp};
 use redis_model::RedisModel;
@@ -211,6 +212,13 @@ pub struct Outcome {
     /// Semaphores: runs' ends where the recorded number and held ids were
     /// lost, so that a probe for all permits was refused as a mismatch.
     pub sem_unrecorded: u64,
+    /// ZooKeeper: releases reported done while the released holder's node
+    /// was still on the server, its session alive (see
+    /// [`check_release_confirmed`]).
+    pub early_releases: Vec<String>,
+    /// ZooKeeper: releases checked that way (the holder's node was on the
+    /// server when the release began).
+    pub checked_releases: u64,
 }
 
 #[derive(Debug)]
@@ -301,6 +309,14 @@ enum Ev {
     Reap,
 }
 
+/// ZooKeeper: a release under way, and the released holder's nodes (path,
+/// czxid) that must be gone by the time it is reported done.
+struct Releasing {
+    client: usize,
+    id: ReleaseId,
+    nodes: Vec<(String, i64)>,
+}
+
 #[derive(Debug, PartialEq)]
 enum App {
     Idle,
@@ -358,6 +374,10 @@ pub struct World {
     next_session: u64,
     /// The newest token each lock's resource accepted.
     resource_max: [u64; 2],
+    /// ZooKeeper: releases under way, by client and release id: the nodes
+    /// (path, czxid) of the released holder, which must be gone from the
+    /// server by the time the release is reported done.
+    releasing: Vec<Releasing>,
     pub out: Outcome,
     fields: Vec<String>,
     trace: bool,
@@ -418,6 +438,7 @@ impl World {
             server_session: (1..=n as u64).collect(),
             next_session: n as u64 + 1,
             resource_max: [0; 2],
+            releasing: Vec::new(),
             out: Outcome { server_tokens: vec![Vec::new(); n], ..Outcome::default() },
             fields,
             trace: std::env::var("SIM_TRACE").is_ok(),
@@ -718,6 +739,11 @@ impl World {
                         matches!(r, Ok(_) | Err(polylock_core::Error::Lost(_))),
                         "release by the holder failed: {r:?}"
                     );
+                    if let Ok(ReleaseProgress::Releasing(id)) = r {
+                        let token = self.out.beliefs[belief].token;
+                        let nodes = self.held_nodes(c, name, token);
+                        self.releasing.push(Releasing { client: c, id, nodes });
+                    }
                     self.cycle_done(c);
                     self.drain(c);
                 }
@@ -1229,9 +1255,54 @@ impl World {
                     self.cycle_done(c);
                 }
             }
-            Event::Released { .. } => {}
+            Event::Released { id } => self.check_released_nodes_gone(c, id),
             _ => {}
         }
+    }
+
+    /// ZooKeeper: client `c`'s nodes under `lock` that carry `token` (the
+    /// holder's node: its czxid is the fencing token), in the session the
+    /// server has for `c` now. Empty for Redis.
+    fn held_nodes(&self, c: usize, lock: &str, token: u64) -> Vec<(String, i64)> {
+        if self.sc.backend != Backend::ZooKeeper {
+            return Vec::new();
+        }
+        let prefix = format!("{lock}/");
+        let session = self.server_session[c];
+        self.zk
+            .nodes
+            .iter()
+            .filter(|(path, n)| {
+                path.starts_with(&prefix) && n.ephemeral_session == Some(session) && n.czxid as u64 == token
+            })
+            .map(|(path, n)| (path.clone(), n.czxid))
+            .collect()
+    }
+
+    /// A release is reported done only once the server confirmed the delete
+    /// of the holder's node (or the session, and the node with it, is
+    /// gone): a caller that awaited `release()` and then looks finds the
+    /// lock free of it.
+    fn check_released_nodes_gone(&mut self, c: usize, id: ReleaseId) {
+        let Some(i) = self.releasing.iter().position(|r| r.client == c && r.id == id) else { return };
+        let nodes = self.releasing.swap_remove(i).nodes;
+        self.out.checked_releases += u64::from(!nodes.is_empty());
+        for (path, czxid) in nodes {
+            if self.zk.nodes.get(&path).is_some_and(|n| n.czxid == czxid) {
+                self.out
+                    .early_releases
+                    .push(format!("client {c}: {id:?} reported at {} while {path} is on the server", self.now));
+            }
+        }
+    }
+}
+
+/// ZooKeeper: no release was reported done while the released holder's
+/// node was still on the server.
+pub fn check_release_confirmed(out: &Outcome) -> Result<(), String> {
+    match out.early_releases.first() {
+        None => Ok(()),
+        Some(first) => Err(format!("{} release(s) reported before the delete: {first}", out.early_releases.len())),
     }
 }
 

@@ -56,6 +56,12 @@ pub(crate) trait Transport: Send + Sync + 'static {
     fn debug_live_watches(&self) -> usize {
         0
     }
+
+    /// Tests only: watch routing entries kept (live, or unwanted before set).
+    #[cfg(feature = "test-hooks")]
+    fn debug_watch_routes(&self) -> usize {
+        0
+    }
 }
 
 /// Polls `f` once now, so that its request is sent before the next one is built.

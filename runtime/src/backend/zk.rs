@@ -113,19 +113,21 @@ pub(crate) async fn connect(
     let client = open_session(&params, true).await?;
     let negotiated = client.session_timeout();
     let session = Arc::new(Session { client: RwLock::new(client) });
-    tokio::spawn(follow_session(Arc::downgrade(&session), params, reports.clone()));
+    let watches = Watches::start(reports.clone());
+    tokio::spawn(follow_session(Arc::downgrade(&session), Arc::downgrade(&watches), params, reports));
     let transport = ZkTransport {
         session,
-        watches: Watches::start(reports),
+        watches,
         #[cfg(feature = "test-hooks")]
         fault_proxy,
     };
     Ok((transport, negotiated))
 }
 
-/// Follows the ZooKeeper session: reports disconnections and expiry, and
-/// opens a new session after an expiry. Ends when the transport is dropped.
-async fn follow_session(weak: Weak<Session>, params: ZkParams, reports: Reports) {
+/// Follows the ZooKeeper session: reports disconnections and expiry, drops
+/// the expired session's watch routing, and opens a new session after an
+/// expiry. Ends when the transport is dropped.
+async fn follow_session(weak: Weak<Session>, watches: Weak<Watches>, params: ZkParams, reports: Reports) {
     let mut reported = zk::SessionState::SyncConnected;
     let report = |r: Report| reports.send(r).is_ok();
     loop {
@@ -150,6 +152,9 @@ async fn follow_session(weak: Weak<Session>, params: ZkParams, reports: Reports)
             }
             match state {
                 zk::SessionState::Expired => {
+                    if let Some(w) = watches.upgrade() {
+                        w.session_expired();
+                    }
                     if !report(Report::Connection(ConnectionEvent::SessionExpired)) {
                         return;
                     }
@@ -267,6 +272,7 @@ impl Transport for ZkTransport {
             ZkOp::WatchChildren { path } => {
                 // getChildren with a watcher: a missing node leaves no watch behind.
                 let watches = self.watches.clone();
+                watches.setting(id);
                 start_now(async move {
                     match c.list_and_watch_children(&path).await {
                         Ok((children, watcher)) => {
@@ -295,6 +301,7 @@ impl Transport for ZkTransport {
             ZkOp::Stat { path, watch: true } => {
                 // getData with a watch: a missing node leaves no watch behind.
                 let watches = self.watches.clone();
+                watches.setting(id);
                 start_now(async move {
                     match c.get_and_watch_data(&path).await {
                         Ok((_, stat, watcher)) => {
@@ -344,5 +351,10 @@ impl Transport for ZkTransport {
     #[cfg(feature = "test-hooks")]
     fn debug_live_watches(&self) -> usize {
         self.watches.live()
+    }
+
+    #[cfg(feature = "test-hooks")]
+    fn debug_watch_routes(&self) -> usize {
+        self.watches.routes()
     }
 }

@@ -6,6 +6,11 @@
 //! ([`polylock_core::Op::Unwatch`]) is dropped, and dropping a
 //! zookeeper-client `OneshotWatcher` also removes it on the server
 //! (`RemoveWatches` once no other watcher needs the path).
+//!
+//! The routing entries stay bounded by the watches the core still wants:
+//! a watch that ended (fired, or its session ended) and is unwatched
+//! afterwards leaves no entry, and a session's expiry drops every entry of
+//! that session (the server dropped its watches; nothing fires them).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -26,6 +31,8 @@ struct Waiting {
 
 #[derive(Default)]
 struct Table {
+    /// Commands that set a watch, sent and not answered yet.
+    setting: HashSet<RequestId>,
     live: HashMap<RequestId, oneshot::Sender<()>>,
     /// Unwatched before the command that sets the watch was answered.
     unwatched_early: HashSet<RequestId>,
@@ -50,9 +57,15 @@ impl Watches {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Command `id`, which asks the server for a watch, is being sent.
+    pub(crate) fn setting(&self, id: RequestId) {
+        self.table().setting.insert(id);
+    }
+
     /// The server set the watch that command `id` asked for.
     pub(crate) fn add(&self, id: RequestId, watcher: zk::OneshotWatcher) {
         let mut table = self.table();
+        table.setting.remove(&id);
         if table.unwatched_early.remove(&id) {
             return; // dropping the watcher removes it
         }
@@ -63,21 +76,42 @@ impl Watches {
 
     /// The command that would have set the watch failed: no watch to drop.
     pub(crate) fn not_set(&self, id: RequestId) {
-        self.table().unwatched_early.remove(&id);
+        let mut table = self.table();
+        table.setting.remove(&id);
+        table.unwatched_early.remove(&id);
     }
 
-    /// The core no longer wants the watch set by command `id`.
+    /// The core no longer wants the watch set by command `id`. Neither live
+    /// nor being set, the watch already ended (it fired, or its session
+    /// ended without the core hearing of it per watch): nothing to keep.
     pub(crate) fn unwatch(&self, id: RequestId) {
         let mut table = self.table();
-        if table.live.remove(&id).is_none() {
+        if table.live.remove(&id).is_none() && table.setting.contains(&id) {
             table.unwatched_early.insert(id);
         }
+    }
+
+    /// The session expired: the server dropped its watches and none of them
+    /// will fire. Their entries go (a dropped sender ends the watch's wait);
+    /// commands still out on the old session are answered with an error,
+    /// which clears theirs.
+    pub(crate) fn session_expired(&self) {
+        let mut table = self.table();
+        table.live.clear();
+        table.unwatched_early.clear();
     }
 
     /// Watches set and neither fired nor dropped yet.
     #[cfg(feature = "test-hooks")]
     pub(crate) fn live(&self) -> usize {
         self.table().live.len()
+    }
+
+    /// Routing entries kept: watches live, and watches unwanted before set.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn routes(&self) -> usize {
+        let table = self.table();
+        table.live.len() + table.unwatched_early.len()
     }
 
     fn ended(&self, id: RequestId) {
