@@ -439,3 +439,94 @@ async fn a_master_busy_with_a_script_is_waited_out_not_fatal() {
     let _turn = SERIAL.lock().await;
     a_refusing_master_is_waited_out(&url, Refusal::Busy).await;
 }
+
+/// Keeps the master's replicas off it while alive: each replica is given
+/// a `masterauth` the master (which has no password) refuses, and their
+/// links are cut. Dropped (also while a failed test unwinds), the replicas
+/// get their old `masterauth` back and reconnect.
+struct ReplicasApart {
+    replicas: Vec<(String, String)>,
+}
+
+impl ReplicasApart {
+    async fn new(master: &str) -> ReplicasApart {
+        let mut m = raw_redis(master).await;
+        let info: String = redis::cmd("INFO").arg("replication").query_async(&mut m).await.unwrap();
+        // `slave0:ip=127.0.0.1,port=6394,state=online,...`
+        let addrs: Vec<String> = info
+            .lines()
+            .filter(|l| l.starts_with("slave"))
+            .filter_map(|l| {
+                let field = |k: &str| l.split([':', ',']).find_map(|f| f.strip_prefix(k)).map(str::to_owned);
+                Some(format!("redis://{}:{}", field("ip=")?, field("port=")?))
+            })
+            .collect();
+        let mut apart = ReplicasApart { replicas: Vec::new() };
+        for addr in addrs {
+            let mut r = raw_redis(&addr).await;
+            let (_, old): (String, String) =
+                redis::cmd("CONFIG").arg("GET").arg("masterauth").query_async(&mut r).await.unwrap();
+            apart.replicas.push((addr, old));
+            let () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("masterauth")
+                .arg("not-this-masters")
+                .query_async(&mut r)
+                .await
+                .unwrap();
+        }
+        let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").query_async(&mut m).await.unwrap();
+        let alone = eventually(Duration::from_secs(10), || {
+            let mut m = m.clone();
+            async move {
+                let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut m).await.unwrap();
+                matches!(role.get(2), Some(redis::Value::Array(list)) if list.is_empty())
+            }
+        })
+        .await;
+        assert!(alone, "the replicas came back to the master");
+        apart
+    }
+}
+
+impl Drop for ReplicasApart {
+    fn drop(&mut self) {
+        for (addr, old) in &self.replicas {
+            let set = redis::Client::open(addr.as_str())
+                .and_then(|c| c.get_connection())
+                .and_then(|mut c| redis::cmd("CONFIG").arg("SET").arg("masterauth").arg(old).query::<()>(&mut c));
+            if let Err(e) = set {
+                eprintln!("CONFIG SET masterauth on {addr} failed: {e}");
+            }
+        }
+    }
+}
+
+/// Without `replicas=K`, grants wait for one replica whenever the master
+/// has any: also for a client that connected while it had none, once
+/// replicas join (Redisson refreshes its count of replicas the same way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_that_join_after_connect_are_waited_for() {
+    let Some(url) = sentinel_or_skip("the replicas-joining test") else { return };
+    let _turn = SERIAL.lock().await;
+    await_replicas_in_sync(&url).await;
+    let master = format!("redis://{}", master_addr(&url).await);
+    let c = {
+        let _apart = ReplicasApart::new(&master).await;
+        client(&url).await
+    };
+    await_replicas_in_sync(&url).await;
+    let m = raw_redis(&master).await;
+    let lock = c.lock(&unique("sentinel-replicas-join")).unwrap();
+    let waits = eventually(Duration::from_secs(10), || {
+        let (mut m, lock) = (m.clone(), lock.clone());
+        async move {
+            let before = command_calls(&mut m).await.get("wait").copied().unwrap_or(0);
+            let g = lock.acquire().await.unwrap();
+            g.release().await.unwrap();
+            command_calls(&mut m).await.get("wait").copied().unwrap_or(0) > before
+        }
+    })
+    .await;
+    assert!(waits, "a client that connected to a master without replicas never waits for the replicas that joined");
+}
