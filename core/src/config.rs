@@ -47,6 +47,9 @@ pub struct LockConfig {
     /// renewal before it counts; 0: none asked (a lone server). The driver
     /// sets it (`replicas=K`, Sentinel: 1 when the master has replicas).
     pub replicas: u32,
+    /// Redis: the `replicas=K` the user asked for; `None`: `replicas`
+    /// follows what the master lists ([`Self::see_replicas`]).
+    pub replicas_asked: Option<u32>,
     /// Redis: how long one `WAIT` for `replicas` may block (Redisson's
     /// `slavesSyncTimeout`, 1 s).
     pub replica_timeout: Duration,
@@ -67,6 +70,7 @@ impl LockConfig {
             min_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(2),
             replicas: 0,
+            replicas_asked: None,
             replica_timeout: Duration::from_secs(1),
             shard_release: false,
         }
@@ -74,13 +78,22 @@ impl LockConfig {
 
     /// Redis with replicas (Sentinel, Cluster): how many must acknowledge
     /// each grant and renewal. `asked` is the URL's `replicas=K`; without
-    /// it, Redisson's `checkLockSyncedSlaves` default: one when the master
-    /// had replicas at connect (`replicas_seen`), else none. Each `WAIT`
-    /// blocks at most half a request, so a slow replica cannot turn a grant
-    /// into a request timeout.
+    /// it, Redisson's `checkLockSyncedSlaves` default: one while the master
+    /// lists replicas (`replicas_seen`, at connect, then each time the
+    /// driver sees the count change: [`Self::see_replicas`]), else none.
+    /// Each `WAIT` blocks at most half a request, so a slow replica cannot
+    /// turn a grant into a request timeout.
     pub fn acknowledge_replicas(&mut self, asked: Option<u32>, replicas_seen: usize, request_timeout: Duration) {
-        self.replicas = asked.unwrap_or(u32::from(replicas_seen > 0));
+        self.replicas_asked = asked;
+        self.see_replicas(replicas_seen);
         self.replica_timeout = self.replica_timeout.min(request_timeout / 2);
+    }
+
+    /// The master now lists `replicas_seen` replicas: without `replicas=K`,
+    /// one must acknowledge each write while it has any (a master that
+    /// gained its first replica after we connected is waited for too).
+    pub fn see_replicas(&mut self, replicas_seen: usize) {
+        self.replicas = self.replicas_asked.unwrap_or(u32::from(replicas_seen > 0));
     }
 
     /// Checks the values; the machine refuses a config that fails here.
@@ -187,5 +200,17 @@ mod replica_tests {
         let mut c = LockConfig::new(Backend::Redis);
         c.acknowledge_replicas(Some(3), 0, Duration::from_secs(5));
         assert_eq!(c.replicas, 3, "the URL's replicas=K wins over what was seen");
+        c.see_replicas(1);
+        assert_eq!(c.replicas, 3, "and over what is seen later");
+    }
+
+    #[test]
+    fn the_default_follows_the_replicas_the_master_lists() {
+        let mut c = LockConfig::new(Backend::Redis);
+        c.acknowledge_replicas(None, 0, Duration::from_secs(5));
+        c.see_replicas(2);
+        assert_eq!(c.replicas, 1, "replicas joined after connect");
+        c.see_replicas(0);
+        assert_eq!(c.replicas, 0, "the master lost its replicas");
     }
 }

@@ -15,9 +15,9 @@ use crate::Backend;
 /// (`OOM`), it cannot persist (`MISCONF`), its primary or cluster is down
 /// (`MASTERDOWN`, `CLUSTERDOWN`), a slot is migrating (`TRYAGAIN`), it
 /// lacks the replicas `min-replicas-to-write` asks for (`NOREPLICAS`), or
-/// the slot is served elsewhere (`MOVED`, `ASK`: the cluster client follows
-/// these itself and passes one on only when the nodes still disagree after
-/// its retries, while a slot's new owner is settling).
+/// the slot is served elsewhere (`MOVED`, `ASK`: the runtime's cluster
+/// transport sends each request once and follows no redirect, so the core
+/// sends it again, after a `MOVED` to the owner the refreshed slot map names).
 const REDIS_TRANSIENT: &[&str] = &[
     "BUSY",
     "LOADING",
@@ -96,8 +96,7 @@ mod tests {
         assert!(redis("LOADING Redis is loading the dataset in memory"));
         assert!(redis("OOM command not allowed when used memory > 'maxmemory'."));
         assert!(!redis("BUSYKEY Target key name already exists."));
-        // A cluster whose slot map is settling: the cluster client's own
-        // redirects ran out, the command ran nowhere.
+        // A redirect: the command ran nowhere; the core sends it again.
         assert!(redis("MOVED 1 127.0.0.1:7781"));
         assert!(redis("ASK 1 127.0.0.1:7781"));
         assert!(!redis("WRONGTYPE Operation against a key holding the wrong kind of value"));

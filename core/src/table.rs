@@ -164,6 +164,15 @@ impl LockTable {
         self.config.session_timeout = timeout;
     }
 
+    /// Redis: the master now lists `replicas` replicas (see
+    /// [`LockConfig::see_replicas`]). As with the session timeout, locks
+    /// made from now on use it; a machine keeps the count its claims
+    /// started with, so it reads the replies to its own requests by the
+    /// count it asked them with.
+    pub fn set_replicas_seen(&mut self, replicas: usize) {
+        self.config.see_replicas(replicas);
+    }
+
     // ---- queries ---------------------------------------------------------
 
     /// `owner`'s current grant of `name` in `mode`: its hold count and fencing token.

@@ -326,6 +326,7 @@ impl Executor {
             Report::Notification(n) => st.table.handle_notification(now, n),
             Report::Connection(ev) => st.table.handle_connection(now, ev),
             Report::SessionTimeout(d) => st.table.set_session_timeout(d),
+            Report::ReplicasSeen(n) => st.table.set_replicas_seen(n),
         }
         let started = self.drain(&mut st);
         trace::stamp(Hop::CommandsStarted);

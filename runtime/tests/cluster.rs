@@ -748,3 +748,125 @@ impl Drop for RestartOnDrop {
         }
     }
 }
+
+/// Sets a slot back to STABLE on the two nodes of a migration when dropped,
+/// also while a failed test unwinds, so the cluster is never left with a
+/// slot half moved (sync connections: a drop cannot await).
+struct StableOnDrop {
+    slot: u16,
+    nodes: [String; 2],
+}
+
+impl StableOnDrop {
+    fn restore(&self) {
+        for node in &self.nodes {
+            let stable = redis::Client::open(node.as_str()).and_then(|c| c.get_connection()).and_then(|mut c| {
+                redis::cmd("CLUSTER").arg("SETSLOT").arg(self.slot).arg("STABLE").query::<()>(&mut c)
+            });
+            if let Err(e) = stable {
+                eprintln!("CLUSTER SETSLOT {} STABLE on {node} failed: {e}", self.slot);
+            }
+        }
+    }
+}
+
+impl Drop for StableOnDrop {
+    fn drop(&mut self) {
+        self.restore();
+    }
+}
+
+/// The core is the one retry authority: a request the cluster refuses for
+/// now (`TRYAGAIN`: a multi-key script on a slot being migrated, whose keys
+/// are split between the nodes) comes back to it, and the transport never
+/// sends it again by itself. Were the redis crate to retry it after its own
+/// sleep, a waiter whose deadline passed meanwhile would send its LEAVE
+/// first, and the ACQUIRE running after it would queue (or grant) a member
+/// nobody waits for, for a whole waiter TTL.
+///
+/// X holds L; L's slot is marked MIGRATING on its master and IMPORTING on
+/// another, then STABLE again 250 ms later (no key moves). Y asks for L
+/// for 300 ms: told it timed out (or, refused until its deadline, that the
+/// cluster was unavailable), it must leave nothing on the server, at once
+/// and a second later, in any of 30 trials.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refused_acquire_is_never_resent_behind_the_cores_back() {
+    let Some(url) = cluster_url() else { return };
+    // SETSLOT on a slot of this test's name only, with no other test of
+    // this binary running meanwhile.
+    let _exclusive = KEYSPACE.write().await;
+    let masters = masters(&url).await;
+    let name = unique("resend");
+    let slot = key_slot(&name);
+    let from = masters.iter().find(|m| m.owns(slot)).unwrap().clone();
+    let to = masters.iter().find(|m| m.id != from.id).unwrap().clone();
+    let stable = StableOnDrop { slot, nodes: [to.url.clone(), from.url.clone()] };
+    // Leases far beyond the test's trials: an orphaned queue entry lives
+    // as long as the waiter's lease, so the check a second later sees it.
+    let opts = ClientOptions { lease: Duration::from_secs(20), ..Default::default() };
+    let x = client_with(&url, opts.clone()).await;
+    let y = client_with(&url, opts).await;
+    let w = Watch::new(&url, "a_refused_acquire_is_never_resent_behind_the_cores_back");
+    let held = x.lock(&name).unwrap();
+    let g = w.on("X's acquire", &name, held.acquire_as(OwnerId(1), None)).await.unwrap();
+    let x_field = held.holder_id(OwnerId(1));
+    let [_, queue, deadlines] = support::lock_keys(&name);
+    let raw = raw_cluster(&url).await;
+    // Y's traces: queue entries, and hash fields other than X's.
+    let traces_of_y = || {
+        let (mut raw, name, queue, deadlines, x_field) =
+            (raw.clone(), name.clone(), queue.clone(), deadlines.clone(), x_field.clone());
+        async move {
+            let queued: Vec<String> =
+                redis::cmd("ZRANGE").arg(&queue).arg(0).arg(-1).query_async(&mut raw).await.unwrap();
+            let due: Vec<String> =
+                redis::cmd("ZRANGE").arg(&deadlines).arg(0).arg(-1).query_async(&mut raw).await.unwrap();
+            let fields: Vec<String> = redis::cmd("HKEYS").arg(&name).query_async(&mut raw).await.unwrap();
+            let others: Vec<String> = fields.into_iter().filter(|f| *f != x_field).collect();
+            let mut traces = Vec::new();
+            traces.extend(queued.into_iter().map(|m| format!("queued {m}")));
+            traces.extend(due.into_iter().map(|m| format!("waiter deadline {m}")));
+            traces.extend(others.into_iter().map(|f| format!("hash field {f}")));
+            traces
+        }
+    };
+    let mut src = raw_redis(&from.url).await;
+    let mut dst = raw_redis(&to.url).await;
+    let setslot = |state: &str, id: &str| {
+        let mut cmd = redis::cmd("CLUSTER");
+        cmd.arg("SETSLOT").arg(slot).arg(state).arg(id);
+        cmd
+    };
+    let waiting = y.lock(&name).unwrap();
+    let mut refused = 0;
+    for trial in 0..30 {
+        let () = setslot("IMPORTING", &from.id).query_async(&mut dst).await.unwrap();
+        let () = setslot("MIGRATING", &to.id).query_async(&mut src).await.unwrap();
+        let (to_url, from_url) = (to.url.clone(), from.url.clone());
+        let settles = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            for node in [to_url, from_url] {
+                let mut c = raw_redis(&node).await;
+                let () =
+                    redis::cmd("CLUSTER").arg("SETSLOT").arg(slot).arg("STABLE").query_async(&mut c).await.unwrap();
+            }
+        });
+        let outcome =
+            w.on("Y's acquire(300 ms)", &name, waiting.acquire_as(OwnerId(2), Some(Duration::from_millis(300))));
+        match outcome.await {
+            // Unavailable: its deadline passed while the slot still said TRYAGAIN.
+            Err(Error::Timeout(_) | Error::Unavailable { .. }) => refused += 1,
+            other => panic!("trial {trial}: Y's acquire of a held lock: {other:?}"),
+        }
+        settles.await.unwrap();
+        let now = traces_of_y().await;
+        assert!(now.is_empty(), "trial {trial}: Y timed out, yet the server holds {now:?}");
+    }
+    assert_eq!(refused, 30);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let later = traces_of_y().await;
+    assert!(later.is_empty(), "a second after Y's last timeout the server holds {later:?}");
+    stable.restore();
+    assert!(g.lost_reason().is_none(), "X lost its lock while the slot was migrating");
+    w.on("X's release", &name, g.release()).await.unwrap();
+}

@@ -9,7 +9,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use polylock::{ClientOptions, Error, OwnerId};
+use polylock::{ClientOptions, Error, LossReason, OwnerId};
 use support::*;
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -218,4 +218,315 @@ async fn a_grant_fewer_replicas_acknowledge_than_asked_is_not_granted() {
     let two = client_with(&format!("{url}?replicas=2"), opts).await;
     let g = two.lock(&name).unwrap().try_acquire(Duration::from_secs(3)).await.unwrap().expect("two replicas ack");
     g.release().await.unwrap();
+}
+
+/// Sets a master's config parameter back when dropped, also while a failed
+/// test unwinds (a sync connection: a drop cannot await).
+struct ConfigOnDrop {
+    master: String,
+    param: &'static str,
+    value: String,
+}
+
+impl ConfigOnDrop {
+    /// Sets `param` to `value` on `master` (`redis://host:port`), keeping the old value.
+    async fn set(master: &str, param: &'static str, value: &str) -> ConfigOnDrop {
+        let mut c = raw_redis(master).await;
+        let (_, old): (String, String) = redis::cmd("CONFIG").arg("GET").arg(param).query_async(&mut c).await.unwrap();
+        let guard = ConfigOnDrop { master: master.to_owned(), param, value: old };
+        let () = redis::cmd("CONFIG").arg("SET").arg(param).arg(value).query_async(&mut c).await.unwrap();
+        guard
+    }
+}
+
+impl Drop for ConfigOnDrop {
+    fn drop(&mut self) {
+        // A test failing while the master runs its busy script gets here
+        // before the script ends: asked again until the master answers.
+        let started = Instant::now();
+        loop {
+            let restored = redis::Client::open(self.master.as_str())
+                .and_then(|c| c.get_connection())
+                .and_then(|mut c| redis::cmd("CONFIG").arg("SET").arg(self.param).arg(&self.value).query::<()>(&mut c));
+            match restored {
+                Err(e) if e.code() == Some("BUSY") && started.elapsed() < Duration::from_secs(30) => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => {
+                    eprintln!("CONFIG SET {} {} on {} failed: {e}", self.param, self.value, self.master);
+                    return;
+                }
+                Ok(()) => return,
+            }
+        }
+    }
+}
+
+/// How many replicas the master has connected.
+async fn connected_replicas(master: &str) -> usize {
+    let mut c = raw_redis(master).await;
+    let info: String = redis::cmd("INFO").arg("replication").query_async(&mut c).await.unwrap();
+    info.lines().find_map(|l| l.strip_prefix("connected_slaves:")).and_then(|n| n.trim().parse().ok()).unwrap()
+}
+
+/// Raises the sentinels' `down-after-milliseconds` for the master while a
+/// test keeps it busy on purpose (they would call a master down that only
+/// answers BUSY, kill its script and fail it over), and sets it back when
+/// dropped, once every sentinel has had a valid reply from the master
+/// again: with a ping still unanswered from the busy time, the old value
+/// would call the master down at once.
+struct PatientSentinels {
+    sentinels: Vec<String>,
+    master: String,
+    down_after: String,
+}
+
+impl PatientSentinels {
+    async fn raise(url: &str, to: Duration) -> PatientSentinels {
+        let (sentinels, master) = (sentinels(url), master_name(url));
+        let mut first = raw_redis(&format!("redis://{}", sentinels[0])).await;
+        let fields: Vec<String> =
+            redis::cmd("SENTINEL").arg("MASTER").arg(&master).query_async(&mut first).await.unwrap();
+        let at = fields.iter().position(|f| f == "down-after-milliseconds").unwrap();
+        let patient = PatientSentinels { sentinels, master, down_after: fields[at + 1].clone() };
+        for s in &patient.sentinels {
+            let mut c = raw_redis(&format!("redis://{s}")).await;
+            let set = redis::cmd("SENTINEL")
+                .arg("SET")
+                .arg(&patient.master)
+                .arg("down-after-milliseconds")
+                .arg(to.as_millis() as u64)
+                .query_async::<()>(&mut c)
+                .await;
+            set.unwrap();
+        }
+        patient
+    }
+
+    /// Whether the sentinel at `addr` has no ping pending and a valid reply within the last second.
+    fn answered(&self, addr: &str) -> bool {
+        let fields: redis::RedisResult<Vec<String>> = redis::Client::open(format!("redis://{addr}"))
+            .and_then(|c| c.get_connection())
+            .and_then(|mut c| redis::cmd("SENTINEL").arg("MASTER").arg(&self.master).query(&mut c));
+        let Ok(fields) = fields else { return false };
+        let field = |name: &str| -> Option<u64> {
+            let at = fields.iter().position(|f| f == name)?;
+            fields.get(at + 1)?.parse().ok()
+        };
+        field("last-ping-sent") == Some(0) && field("last-ok-ping-reply").is_some_and(|ms| ms < 1000)
+    }
+}
+
+impl Drop for PatientSentinels {
+    fn drop(&mut self) {
+        let started = Instant::now();
+        while !self.sentinels.iter().all(|s| self.answered(s)) && started.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for s in &self.sentinels {
+            let set = redis::Client::open(format!("redis://{s}")).and_then(|c| c.get_connection()).and_then(|mut c| {
+                redis::cmd("SENTINEL")
+                    .arg("SET")
+                    .arg(&self.master)
+                    .arg("down-after-milliseconds")
+                    .arg(&self.down_after)
+                    .query::<()>(&mut c)
+            });
+            if let Err(e) = set {
+                eprintln!("SENTINEL SET down-after-milliseconds {} on {s} failed: {e}", self.down_after);
+            }
+        }
+    }
+}
+
+/// How the master refuses for now.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    /// `NOREPLICAS`: `min-replicas-to-write` above the replicas it has.
+    NoReplicas,
+    /// `BUSY`: a script running for 7 s (`BUSY` from its 50th ms on).
+    Busy,
+}
+
+/// A master that refuses for now is a passing state, even when each write
+/// is pipelined with its `WAIT` (Sentinel's default with replicas): A, who
+/// holds `k` (lease 3 s), keeps it until its lease deadline passes
+/// unrenewed, and B's `acquire("k2", 2 s)` waits to its deadline and fails
+/// `Unavailable` naming the server's refusal. Never a protocol error that
+/// ends a claim at once.
+async fn a_refusing_master_is_waited_out(url: &str, how: Refusal) {
+    await_replicas_in_sync(url).await;
+    let master = format!("redis://{}", master_addr(url).await);
+    let lease = Duration::from_secs(3);
+    let opts = ClientOptions { lease, ..Default::default() };
+    let (a, b) = (client_with(url, opts.clone()).await, client_with(url, opts).await);
+    let g = a.lock(&unique("sentinel-refusing-k")).unwrap().acquire_as(OwnerId(1), None).await.unwrap();
+    let loss = g.loss_watch();
+    let lost = tokio::spawn(async move { loss.ended().await.map(|r| (r, Instant::now())) });
+    // Dropped in reverse: the master's settings first (once it answers),
+    // then the sentinels' patience (once they have heard it answer).
+    let mut _patient = None;
+    let mut _restore = Vec::new();
+    let mut script = None;
+    let code = match how {
+        Refusal::NoReplicas => {
+            let more = (connected_replicas(&master).await + 1).to_string();
+            _restore.push(ConfigOnDrop::set(&master, "min-replicas-to-write", &more).await);
+            "NOREPLICAS"
+        }
+        Refusal::Busy => {
+            let busy_for = Duration::from_secs(7);
+            _patient = Some(PatientSentinels::raise(url, busy_for + Duration::from_secs(5)).await);
+            _restore.push(ConfigOnDrop::set(&master, "busy-reply-threshold", "50").await);
+            // No response timeout: the script's reply takes as long as it runs.
+            let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+            let mut busy = redis::Client::open(master.as_str())
+                .unwrap()
+                .get_multiplexed_async_connection_with_config(&config)
+                .await
+                .unwrap();
+            // Spins until ARGV[1] ms have passed on the server's clock.
+            // It writes nothing: were the test to fail, SCRIPT KILL could end it.
+            let spin = "local t = redis.call('TIME') local from = t[1] * 1000 + t[2] / 1000 \
+                        repeat t = redis.call('TIME') until t[1] * 1000 + t[2] / 1000 - from >= tonumber(ARGV[1]) \
+                        return 1";
+            let ms = busy_for.as_millis() as u64;
+            script = Some(tokio::spawn(async move {
+                redis::cmd("EVAL").arg(spin).arg(0).arg(ms).query_async::<i64>(&mut busy).await
+            }));
+            let probe = raw_redis(&master).await;
+            let refusing = eventually(busy_for / 2, || {
+                let mut probe = probe.clone();
+                async move {
+                    matches!(redis::cmd("PING").query_async::<String>(&mut probe).await, Err(e) if e.code() == Some("BUSY"))
+                }
+            })
+            .await;
+            assert!(refusing, "the master never answered BUSY");
+            "BUSY"
+        }
+    };
+    let since = Instant::now();
+    let other = b.lock(&unique("sentinel-refusing-k2")).unwrap();
+    match other.acquire_as(OwnerId(2), Some(Duration::from_secs(2))).await {
+        Err(Error::Unavailable { reply, .. }) => assert!(reply.starts_with(code), "{how:?}: {reply}"),
+        other => panic!("{how:?}: B's acquire while the master refuses: {other:?}"),
+    }
+    let waited = since.elapsed();
+    assert!(waited >= Duration::from_millis(1950), "{how:?}: B gave up after {waited:?}, before its deadline");
+    // A's last renewal confirmed before the refusals lies at most a third
+    // of the lease before them: its lease lasts two thirds of one (minus
+    // drift) after them at least, and it is lost only when that passes.
+    let (reason, at) = tokio::time::timeout(lease * 2, lost).await.expect("A is never told").unwrap().unwrap();
+    assert_eq!(reason, LossReason::LeaseExpired, "{how:?}: A's loss");
+    let held = at - since;
+    assert!(held >= lease / 2, "{how:?}: A was told it lost {held:?} after the refusals began, before its deadline");
+    if let Some(script) = script {
+        script.await.unwrap().unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_short_of_replicas_is_waited_out_not_fatal() {
+    let Some(url) = sentinel_or_skip("the NOREPLICAS test") else { return };
+    let _turn = SERIAL.lock().await;
+    a_refusing_master_is_waited_out(&url, Refusal::NoReplicas).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_busy_with_a_script_is_waited_out_not_fatal() {
+    let Some(url) = sentinel_or_skip("the BUSY test") else { return };
+    let _turn = SERIAL.lock().await;
+    a_refusing_master_is_waited_out(&url, Refusal::Busy).await;
+}
+
+/// Keeps the master's replicas off it while alive: each replica is given
+/// a `masterauth` the master (which has no password) refuses, and their
+/// links are cut. Dropped (also while a failed test unwinds), the replicas
+/// get their old `masterauth` back and reconnect.
+struct ReplicasApart {
+    replicas: Vec<(String, String)>,
+}
+
+impl ReplicasApart {
+    async fn new(master: &str) -> ReplicasApart {
+        let mut m = raw_redis(master).await;
+        let info: String = redis::cmd("INFO").arg("replication").query_async(&mut m).await.unwrap();
+        // `slave0:ip=127.0.0.1,port=6394,state=online,...`
+        let addrs: Vec<String> = info
+            .lines()
+            .filter(|l| l.starts_with("slave"))
+            .filter_map(|l| {
+                let field = |k: &str| l.split([':', ',']).find_map(|f| f.strip_prefix(k)).map(str::to_owned);
+                Some(format!("redis://{}:{}", field("ip=")?, field("port=")?))
+            })
+            .collect();
+        let mut apart = ReplicasApart { replicas: Vec::new() };
+        for addr in addrs {
+            let mut r = raw_redis(&addr).await;
+            let (_, old): (String, String) =
+                redis::cmd("CONFIG").arg("GET").arg("masterauth").query_async(&mut r).await.unwrap();
+            apart.replicas.push((addr, old));
+            let () = redis::cmd("CONFIG")
+                .arg("SET")
+                .arg("masterauth")
+                .arg("not-this-masters")
+                .query_async(&mut r)
+                .await
+                .unwrap();
+        }
+        let _: i64 = redis::cmd("CLIENT").arg("KILL").arg("TYPE").arg("replica").query_async(&mut m).await.unwrap();
+        let alone = eventually(Duration::from_secs(10), || {
+            let mut m = m.clone();
+            async move {
+                let role: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut m).await.unwrap();
+                matches!(role.get(2), Some(redis::Value::Array(list)) if list.is_empty())
+            }
+        })
+        .await;
+        assert!(alone, "the replicas came back to the master");
+        apart
+    }
+}
+
+impl Drop for ReplicasApart {
+    fn drop(&mut self) {
+        for (addr, old) in &self.replicas {
+            let set = redis::Client::open(addr.as_str())
+                .and_then(|c| c.get_connection())
+                .and_then(|mut c| redis::cmd("CONFIG").arg("SET").arg("masterauth").arg(old).query::<()>(&mut c));
+            if let Err(e) = set {
+                eprintln!("CONFIG SET masterauth on {addr} failed: {e}");
+            }
+        }
+    }
+}
+
+/// Without `replicas=K`, grants wait for one replica whenever the master
+/// has any: also for a client that connected while it had none, once
+/// replicas join (Redisson refreshes its count of replicas the same way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_that_join_after_connect_are_waited_for() {
+    let Some(url) = sentinel_or_skip("the replicas-joining test") else { return };
+    let _turn = SERIAL.lock().await;
+    await_replicas_in_sync(&url).await;
+    let master = format!("redis://{}", master_addr(&url).await);
+    let c = {
+        let _apart = ReplicasApart::new(&master).await;
+        client(&url).await
+    };
+    await_replicas_in_sync(&url).await;
+    let m = raw_redis(&master).await;
+    let lock = c.lock(&unique("sentinel-replicas-join")).unwrap();
+    let waits = eventually(Duration::from_secs(10), || {
+        let (mut m, lock) = (m.clone(), lock.clone());
+        async move {
+            let before = command_calls(&mut m).await.get("wait").copied().unwrap_or(0);
+            let g = lock.acquire().await.unwrap();
+            g.release().await.unwrap();
+            command_calls(&mut m).await.get("wait").copied().unwrap_or(0) > before
+        }
+    })
+    .await;
+    assert!(waits, "a client that connected to a master without replicas never waits for the replicas that joined");
 }

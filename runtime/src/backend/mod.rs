@@ -33,6 +33,9 @@ pub(crate) enum Report {
     Connection(ConnectionEvent),
     /// ZooKeeper: a new session's negotiated timeout, reported before its `Connected`.
     SessionTimeout(Duration),
+    /// Redis under Sentinel: how many replicas the master lists now, when
+    /// that count changed since connect or since the last report.
+    ReplicasSeen(usize),
 }
 
 /// Where a transport sends its [`Report`]s.

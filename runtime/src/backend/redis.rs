@@ -156,16 +156,46 @@ pub(crate) fn to_core(v: redis::Value) -> RedisValue {
     }
 }
 
+/// The server's own text of an error reply (`BUSY Redis is busy ...`): the
+/// core reads its first word, the error code, to tell a passing server
+/// state from a real refusal.
+fn refusal_text(code: &str, detail: Option<&str>) -> Reply {
+    match detail {
+        Some(detail) => Reply::Refused(format!("{code} {detail}")),
+        None => Reply::Refused(code.to_owned()),
+    }
+}
+
 fn redis_failure(e: redis::RedisError) -> Reply {
     if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() || e.is_connection_refusal() {
+        // The request may or may not have run: the core decides what that means.
         return failed(e);
     }
-    // The server's own text (`BUSY Redis is busy ...`): the core reads the
-    // error code to tell a passing server state from a real refusal.
-    match (e.code(), e.detail()) {
-        (Some(code), Some(detail)) => Reply::Refused(format!("{code} {detail}")),
-        (Some(code), None) => Reply::Refused(code.to_owned()),
-        _ => Reply::Refused(e.to_string()),
+    if let (Some(code), detail) = (e.code(), e.detail()) {
+        return refusal_text(code, detail);
+    }
+    // A pipeline's errors, one per failed command: the first is the
+    // earliest command's, which the later ones depend on.
+    let text = e.to_string();
+    match e.into_server_errors().as_deref() {
+        Some([(_, first), ..]) => refusal_text(first.code(), first.details()),
+        _ => Reply::Refused(text),
+    }
+}
+
+/// The replies of `EVAL` + `WAIT`, as the core's `[script result, acks]`.
+/// A refused `EVAL` (`BUSY`, `OOM`, `NOREPLICAS`...) did not run: its
+/// refusal, code first, is the reply. An `EVAL` that ran followed by a
+/// refused `WAIT` has no replica known to have its writes: 0 acks, which
+/// the core treats as too few.
+fn acked_reply(replies: Vec<redis::Value>) -> Reply {
+    match <[redis::Value; 2]>::try_from(replies) {
+        Ok([redis::Value::ServerError(e), _]) => refusal_text(e.code(), e.details()),
+        Ok([value, redis::Value::ServerError(_)]) => {
+            Reply::Redis(RedisValue::Array(vec![to_core(value), RedisValue::Int(0)]))
+        }
+        Ok([value, acks]) => Reply::Redis(RedisValue::Array(vec![to_core(value), to_core(acks)])),
+        Err(other) => Reply::Refused(format!("unexpected reply to EVAL + WAIT: {other:?}")),
     }
 }
 
@@ -244,13 +274,13 @@ pub(crate) fn start_op<C: OpConnection>(commands: &C, pubsub: &C, timeout: Durat
         RedisOp::EvalAcked { script, keys, args, by_sha, replicas, timeout_ms } => {
             let mut conn = commands.clone();
             let mut pipe = redis::pipe();
+            // Each command's own reply, errors included: the crate would
+            // otherwise fold them into one "Pipeline failure" without a code.
+            pipe.ignore_errors();
             pipe.add_command(eval_cmd(script, by_sha, &keys, &args)).cmd("WAIT").arg(replicas).arg(timeout_ms);
             start_now(async move {
                 within(timeout, "request", pipe.query_async::<Vec<redis::Value>>(&mut conn), |r| match r {
-                    Ok(replies) => match <[redis::Value; 2]>::try_from(replies) {
-                        Ok([value, acks]) => Reply::Redis(RedisValue::Array(vec![to_core(value), to_core(acks)])),
-                        Err(other) => Reply::Refused(format!("unexpected reply to EVAL + WAIT: {other:?}")),
-                    },
+                    Ok(replies) => acked_reply(replies),
                     Err(e) => redis_failure(e),
                 })
                 .await

@@ -2,9 +2,10 @@
 //! scripts and one (RESP3) for the subscriptions, as on one server. The
 //! crate routes each `EVAL` by its first key to the master of that key's
 //! slot (every key of a lock is in the lock key's slot: core
-//! `backend/redis/keys.rs`), follows `MOVED` and `ASK` while a slot
-//! migrates, refreshes the slot map after a failover, and restores the
-//! subscriptions of a node that reconnects or of slots that moved.
+//! `backend/redis/keys.rs`), sends it once (no retries, no redirects
+//! followed: see [`RETRIES`]), refreshes the slot map after a `MOVED` or a
+//! failover, and restores the subscriptions of a node that reconnects or
+//! of slots that moved.
 //! `EvalAcked` is one pipeline, `EVAL` + `WAIT`: the crate routes a
 //! pipeline by its first command with a slot (the `EVAL`; `WAIT` alone
 //! would go to every master) and sends it whole on that master's
@@ -110,12 +111,19 @@ impl OpConnection for ClusterConnection {
     }
 }
 
-/// The crate's retries: redirects go again at once; a node that is down,
-/// loading or migrating (`TRYAGAIN`) is retried a few times, within about
-/// half a second, before the core's own backoff takes over.
-const RETRIES: u32 = 6;
-const MIN_RETRY_WAIT_MS: u64 = 10;
-const MAX_RETRY_WAIT_MS: u64 = 500;
+/// The crate's own retries, off: each request is sent once and its outcome,
+/// refusal or failure, goes to the core, the one retry authority. The
+/// crate would otherwise sleep and send a script again on `TRYAGAIN`,
+/// `CLUSTERDOWN`, `MASTERDOWN` or `LOADING`, and after a dropped connection
+/// send again a script that may already have run: sent again behind the
+/// core's back, an ACQUIRE can run after the LEAVE that cancelled it and
+/// queue (or grant) a member nobody waits for. Redirects are not followed
+/// either: `MOVED` and `ASK` (the script did not run) come back as
+/// transient refusals that the core sends again after its backoff; a
+/// `MOVED` also makes the crate refresh its slot map, so the core's next
+/// try goes to the slot's new owner. While a slot migrates, a lock whose
+/// keys the old owner no longer has (`ASK`) waits for the migration to end.
+const RETRIES: u32 = 0;
 
 /// Connects to the cluster through its seed nodes; pushes and outages go to `reports`.
 pub(crate) async fn connect(target: &ClusterUrl, opts: &ClientOptions, reports: Reports) -> Result<ClusterTransport> {
@@ -142,9 +150,7 @@ fn builder(target: &ClusterUrl, opts: &ClientOptions) -> Result<redis::cluster::
     let mut builder = redis::cluster::ClusterClientBuilder::new(target.nodes.clone())
         .connection_timeout(opts.connect_timeout)
         .response_timeout(opts.request_timeout)
-        .retries(RETRIES)
-        .min_retry_wait(MIN_RETRY_WAIT_MS)
-        .max_retry_wait(MAX_RETRY_WAIT_MS);
+        .retries(RETRIES);
     if let Some(path) = &target.ca {
         let pem =
             std::fs::read(path).map_err(|e| connect_error(&target.addr, format!("cannot read CA {path}: {e}")))?;

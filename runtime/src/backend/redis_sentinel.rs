@@ -12,9 +12,14 @@
 //! the core retries what was in flight and re-contends. The old master's
 //! reports are dropped from then on: what it says no longer counts.
 //!
+//! Without `replicas=K` in the URL, the master's replicas are counted again
+//! every second (`ROLE`) and each change is reported, for the core to
+//! decide how many acknowledgements it asks.
+//!
 //! Tasks per client, never per lock: one supervisor (re-resolves and
 //! switches), one listener per sentinel, one report forwarder per master
-//! connection. All end when the transport is dropped.
+//! connection, one replica counter (without `replicas=K`). All end when
+//! the transport is dropped.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +43,11 @@ const RESOLVE_PACE: Duration = Duration::from_millis(100);
 const RESOLVE_RETRY: Duration = Duration::from_millis(200);
 /// How long a sentinel listener waits before reconnecting to its sentinel.
 const LISTEN_RETRY: Duration = Duration::from_secs(1);
+/// How often the master's replicas are counted again (`ROLE`), when the
+/// URL leaves their number to the master (no `replicas=K`): as often as
+/// Redisson rescans its Sentinel topology. Replicas that join or leave
+/// without a failover are announced by no sentinel event we could follow.
+const REPLICAS_RECOUNT: Duration = Duration::from_secs(1);
 
 pub(crate) struct SentinelTransport {
     shared: Arc<Shared>,
@@ -97,6 +107,9 @@ pub(crate) async fn connect(
     for addr in &shared.endpoint.sentinels {
         let client = sentinel_client(&shared.endpoint, addr)?;
         tokio::spawn(listen(client, shared.clone(), stopped.clone()));
+    }
+    if shared.endpoint.replicas.is_none() {
+        tokio::spawn(recount_replicas(shared.clone(), replicas, reports.clone(), stopped.clone()));
     }
     tokio::spawn(supervise(shared.clone(), reports, stopped));
     Ok(SentinelTransport { shared, replicas, _stop: stop })
@@ -193,17 +206,64 @@ async fn ask_sentinel(
         .await
         .map_err(within("ROLE"))?
         .map_err(|e| format!("master {host}:{port}: {e}"))?;
+    match replicas_listed(&role) {
+        Some(replicas) => Ok((host, port, replicas)),
+        None => Err(format!("names {host}:{port}, whose ROLE is not master")),
+    }
+}
+
+/// How many replicas a master's `ROLE` lists; `None` if it is not a master's.
+fn replicas_listed(role: &redis::Value) -> Option<usize> {
     // A master's ROLE: ["master", offset, [[ip, port, offset], ...]].
     match role {
         redis::Value::Array(items) if matches!(items.first(), Some(redis::Value::BulkString(r)) if r == b"master") => {
-            let replicas = match items.get(2) {
-                Some(redis::Value::Array(list)) => list.len(),
-                _ => 0,
-            };
-            Ok((host, port, replicas))
+            match items.get(2) {
+                Some(redis::Value::Array(list)) => Some(list.len()),
+                _ => Some(0),
+            }
         }
-        _ => Err(format!("names {host}:{port}, whose ROLE is not master")),
+        _ => None,
     }
+}
+
+/// Counts the current master's replicas every [`REPLICAS_RECOUNT`] and
+/// reports each change of the count (from `seen`, the count at connect):
+/// the core decides what the count means for the acknowledgements it asks.
+/// Its own connection, so that a `ROLE` never waits behind a `WAIT`.
+async fn recount_replicas(shared: Arc<Shared>, mut seen: usize, reports: Reports, mut stopped: watch::Receiver<()>) {
+    let mut conn: Option<(String, redis::aio::MultiplexedConnection)> = None;
+    loop {
+        tokio::select! {
+            _ = stopped.changed() => return,
+            () = tokio::time::sleep(REPLICAS_RECOUNT) => {}
+        }
+        let addr = shared.current.lock().unwrap_or_else(|e| e.into_inner()).addr.clone();
+        if conn.as_ref().is_none_or(|(at, _)| *at != addr) {
+            conn = connect_role_probe(&shared, &addr).await.map(|c| (addr.clone(), c));
+        }
+        let Some((_, c)) = conn.as_mut() else { continue };
+        let role = tokio::time::timeout(shared.opts.request_timeout, redis::cmd("ROLE").query_async(c)).await;
+        let Ok(Ok(role)) = role else {
+            // Connected again next time; meanwhile the count stands.
+            conn = None;
+            continue;
+        };
+        // Not a master (any more): the supervisor is finding the new one.
+        let Some(replicas) = replicas_listed(&role) else { continue };
+        if replicas != seen {
+            seen = replicas;
+            if reports.send(Report::ReplicasSeen(replicas)).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+async fn connect_role_probe(shared: &Shared, addr: &str) -> Option<redis::aio::MultiplexedConnection> {
+    let (host, port) = addr.rsplit_once(':')?;
+    let target = master_target(&shared.endpoint, host, port.parse().ok()?);
+    let client = redis_client(&target.url, &target).ok()?;
+    tokio::time::timeout(shared.opts.connect_timeout, client.get_multiplexed_async_connection()).await.ok()?.ok()
 }
 
 /// Re-resolves whenever the master is suspected to have moved, and
