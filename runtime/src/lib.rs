@@ -18,11 +18,14 @@
 //! # let _ = token; Ok(()) }
 //! ```
 
+
 mod backend;
 #[doc(hidden)]
 pub mod blocking;
 mod client;
 mod clock;
+#[cfg(doctest)]
+mod doc_examples;
 mod error;
 mod executor;
 #[cfg(feature = "test-hooks")]
