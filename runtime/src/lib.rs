@@ -18,6 +18,7 @@
 //! # let _ = token; Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
 
 mod backend;
 #[doc(hidden)]
