@@ -82,6 +82,7 @@ export interface PermitsAcquireOptions extends AcquireOptions {
 
 /** A read-write lock: many readers or one writer (see {@link Client.rwLock}). */
 export interface ReadWriteLock {
+  /** The read-write lock's name. */
   readonly name: string
   /** The shared half. */
   readonly read: Lock

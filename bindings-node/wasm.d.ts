@@ -1,2 +1,6 @@
-// polylock/wasm: the same API and types as polylock (Redis only; needs ioredis).
+/**
+ * polylock/wasm: the same API and types as `polylock`, running the lock core
+ * compiled to WebAssembly over ioredis (a peer dependency). Redis only: a
+ * `zk://` URL is refused; `rwLock` and `semaphore` throw a `RangeError`.
+ */
 export * from './index'

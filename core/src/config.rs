@@ -8,7 +8,9 @@ use crate::Error;
 /// Which protocol a machine speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
+    /// Redis: a single server, Sentinel or Cluster.
     Redis,
+    /// ZooKeeper: a single server or an ensemble.
     ZooKeeper,
 }
 
@@ -32,6 +34,7 @@ impl std::fmt::Display for Backend {
 /// Settings of one lock machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockConfig {
+    /// The protocol the machine speaks.
     pub backend: Backend,
     /// Redis: how long a grant lives on the server without renewal.
     pub lease: Duration,
@@ -42,6 +45,7 @@ pub struct LockConfig {
     pub session_timeout: Duration,
     /// First delay before retrying a request that got no answer; doubles up to `max_backoff`.
     pub min_backoff: Duration,
+    /// The longest delay between retries.
     pub max_backoff: Duration,
     /// Redis: how many replicas must acknowledge (`WAIT`) each grant and
     /// renewal before it counts; 0: none asked (a lone server). The driver

@@ -50,7 +50,12 @@ pub enum Error {
     /// records `server` (the first client's, or what a Redisson client set
     /// up), this client asked with `ours`. Nothing was changed on the server.
     #[error("the semaphore has {server} permits on the server, this client was made with {ours}")]
-    PermitsMismatch { server: u32, ours: u32 },
+    PermitsMismatch {
+        /// The number the server records.
+        server: u32,
+        /// The number this client asked with.
+        ours: u32,
+    },
     /// The acquire deadline passed while the server kept refusing with a
     /// transient error (Redis `BUSY`, `LOADING`, `READONLY`, ...; ZooKeeper
     /// throttling): the server's last reply, so the caller sees why.

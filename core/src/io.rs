@@ -10,7 +10,9 @@ use crate::{Error, FencingToken, LossReason, OwnerId, ReleaseId, RequestId, Tick
 #[derive(Debug, Clone, PartialEq)]
 #[must_use]
 pub struct Command {
+    /// Names this command; its reply carries the same id.
     pub id: RequestId,
+    /// What to send.
     pub op: Op,
 }
 
@@ -19,7 +21,9 @@ pub struct Command {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Op {
+    /// A Redis operation.
     Redis(RedisOp),
+    /// A ZooKeeper operation.
     ZooKeeper(ZkOp),
 }
 
@@ -41,18 +45,33 @@ pub enum RedisOp {
     /// it, twice in 7.0, outside what `INFO commandstats` counts: for the
     /// two scripts of an acquire+release, about as many instructions as
     /// running them (108k against 103k under callgrind).
-    Eval { script: &'static Script, keys: Vec<String>, args: Vec<String>, by_sha: bool },
+    Eval {
+        /// The script to run.
+        script: &'static Script,
+        /// Its `KEYS`.
+        keys: Vec<String>,
+        /// Its `ARGV`.
+        args: Vec<String>,
+        /// Send `EVALSHA` (true) or `EVAL` with the source (false).
+        by_sha: bool,
+    },
     /// Redis: [`RedisOp::Eval`], then `WAIT replicas timeout_ms` on the same
     /// connection, pipelined (one round trip): returns once `replicas`
     /// replicas acknowledged the script's writes, or the timeout passed.
     /// Reply: [`Reply::Redis`] with `[script result, replicas that
     /// acknowledged]`; an error of either is the reply.
     EvalAcked {
+        /// The script to run.
         script: &'static Script,
+        /// Its `KEYS`.
         keys: Vec<String>,
+        /// Its `ARGV`.
         args: Vec<String>,
+        /// Send `EVALSHA` (true) or `EVAL` with the source (false).
         by_sha: bool,
+        /// How many replicas must acknowledge the script's writes.
         replicas: u32,
+        /// How long the `WAIT` may block.
         timeout_ms: u64,
     },
     /// Redis: subscribe the client's pub/sub connection to `channels`, in
@@ -60,19 +79,31 @@ pub enum RedisOp {
     /// Reply: [`Reply::Done`] once every subscription is confirmed; then
     /// [`Notification::Message`] for each message. The driver resubscribes
     /// after a reconnect by itself and reports [`ConnectionEvent::Connected`].
-    Subscribe { channels: Vec<String> },
+    Subscribe {
+        /// The channels, in one command.
+        channels: Vec<String>,
+    },
     /// Redis: drop subscriptions made with [`RedisOp::Subscribe`], in one
     /// `UNSUBSCRIBE`. Reply: [`Reply::Done`].
-    Unsubscribe { channels: Vec<String> },
+    Unsubscribe {
+        /// The channels, in one command.
+        channels: Vec<String>,
+    },
     /// Redis Cluster: [`RedisOp::Subscribe`] with sharded pub/sub
     /// (`SSUBSCRIBE`, on the node serving the channels' slot: they share
     /// one), where `SPUBLISH` is heard (a different world from `PUBLISH`).
     /// Asked only with [`crate::LockConfig::shard_release`]. Messages come
     /// as [`Notification::Message`], as for `SUBSCRIBE`.
-    ShardSubscribe { channels: Vec<String> },
+    ShardSubscribe {
+        /// The channels (all in one slot), in one command.
+        channels: Vec<String>,
+    },
     /// Redis Cluster: drop subscriptions made with [`RedisOp::ShardSubscribe`]
     /// (`SUNSUBSCRIBE`). Reply: [`Reply::Done`].
-    ShardUnsubscribe { channels: Vec<String> },
+    ShardUnsubscribe {
+        /// The channels (all in one slot), in one command.
+        channels: Vec<String>,
+    },
 }
 
 /// A ZooKeeper operation. Exhaustive on purpose, as [`RedisOp`].
@@ -80,22 +111,43 @@ pub enum RedisOp {
 pub enum ZkOp {
     /// ZooKeeper: create `path` + a 10-digit sequence, EPHEMERAL_SEQUENTIAL,
     /// open ACL. Reply: [`Reply::Created`], or [`Reply::NoNode`] if the parent is missing.
-    CreateSequential { path: String, data: Vec<u8> },
+    CreateSequential {
+        /// The node's path before its sequence suffix.
+        path: String,
+        /// The node's data.
+        data: Vec<u8>,
+    },
     /// ZooKeeper: create `path` EPHEMERAL (no sequence), open ACL: a
     /// downgraded reader's node, named after its writer's. Reply:
     /// [`Reply::Created`], [`Reply::NoNode`] if the parent is missing, or
     /// [`Reply::Done`] if the node exists already.
-    CreateEphemeral { path: String, data: Vec<u8> },
+    CreateEphemeral {
+        /// The node's full path.
+        path: String,
+        /// The node's data.
+        data: Vec<u8>,
+    },
     /// ZooKeeper: create `path` and every missing ancestor as CONTAINER nodes,
     /// ignoring NodeExists. Reply: [`Reply::Done`].
-    CreateContainers { path: String },
+    CreateContainers {
+        /// The deepest container to create.
+        path: String,
+    },
     /// ZooKeeper: create `path` PERSISTENT with `data`, open ACL: a record
     /// that outlives its creator (a semaphore's number of permits).
     /// Reply: [`Reply::Created`], [`Reply::NoNode`] if the parent is
     /// missing, or [`Reply::Done`] if the node exists already.
-    CreatePersistent { path: String, data: Vec<u8> },
+    CreatePersistent {
+        /// The node's full path.
+        path: String,
+        /// The node's data.
+        data: Vec<u8>,
+    },
     /// ZooKeeper: the children of `path`. Reply: [`Reply::Children`] or [`Reply::NoNode`].
-    GetChildren { path: String },
+    GetChildren {
+        /// The parent node.
+        path: String,
+    },
     /// ZooKeeper: [`ZkOp::GetChildren`] with a one-shot children watch
     /// (getChildren with a watcher: set only if `path` exists). When a
     /// child is added or removed the driver reports
@@ -103,22 +155,39 @@ pub enum ZkOp {
     /// ([`Notification::NodeDeleted`] if `path` itself was deleted). A
     /// semaphore's waiter waits this way for a lease to go.
     /// Reply: [`Reply::Children`] or [`Reply::NoNode`].
-    WatchChildren { path: String },
+    WatchChildren {
+        /// The parent node.
+        path: String,
+    },
     /// ZooKeeper: the czxid of `path`. Reply: [`Reply::Stat`] or [`Reply::NoNode`].
     /// With `watch`, and only if the node exists (use getData with a watcher,
     /// not exists, so a missing node leaves no watch behind), the driver later
     /// reports [`Notification::WatchFired`] with this command's id.
-    Stat { path: String, watch: bool },
+    Stat {
+        /// The node.
+        path: String,
+        /// Whether to leave a watch on it.
+        watch: bool,
+    },
     /// ZooKeeper: the data and czxid of `path`, no watch (a status read).
     /// Reply: [`Reply::Data`] or [`Reply::NoNode`].
-    GetData { path: String },
+    GetData {
+        /// The node.
+        path: String,
+    },
     /// ZooKeeper: delete `path`, any version. Reply: [`Reply::Done`] or [`Reply::NoNode`].
-    Delete { path: String },
+    Delete {
+        /// The node.
+        path: String,
+    },
     /// ZooKeeper: the watch set by the [`ZkOp::Stat`] or
     /// [`ZkOp::WatchChildren`] command `watch` is no longer wanted (its claim timed out, was cancelled, or looks again).
     /// The driver drops it, on the server too, and never reports it; it may
     /// come before that command's reply. Reply: [`Reply::Done`].
-    Unwatch { watch: RequestId },
+    Unwatch {
+        /// The command whose watch is no longer wanted.
+        watch: RequestId,
+    },
 }
 
 impl From<RedisOp> for Op {
@@ -158,13 +227,26 @@ pub enum Reply {
     /// Redis: the script's result.
     Redis(RedisValue),
     /// ZooKeeper create: the full path of the new node and its czxid.
-    Created { path: String, czxid: i64 },
+    Created {
+        /// The new node's full path (with its sequence).
+        path: String,
+        /// The new node's creation zxid.
+        czxid: i64,
+    },
     /// ZooKeeper getChildren: child names (not full paths), in any order.
     Children(Vec<String>),
     /// ZooKeeper stat/getData: the node's czxid.
-    Stat { czxid: i64 },
+    Stat {
+        /// The node's creation zxid.
+        czxid: i64,
+    },
     /// ZooKeeper getData ([`ZkOp::GetData`]): the node's data and czxid.
-    Data { data: Vec<u8>, czxid: i64 },
+    Data {
+        /// The node's data.
+        data: Vec<u8>,
+        /// The node's creation zxid.
+        czxid: i64,
+    },
     /// ZooKeeper: the node does not exist.
     NoNode,
     /// Success with nothing to report (subscribe, unsubscribe, delete, containers).
@@ -180,16 +262,22 @@ pub enum Reply {
 /// A Redis reply value, as much of RESP as the scripts use.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RedisValue {
+    /// A nil reply.
     Nil,
+    /// An integer reply.
     Int(i64),
+    /// A bulk string reply.
     Bulk(Vec<u8>),
+    /// A status (simple string) reply.
     Status(String),
+    /// An array reply.
     Array(Vec<RedisValue>),
 }
 
 /// Why a request has no answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransportError {
+    /// What the transport reported, for diagnosis.
     pub message: String,
 }
 
@@ -200,17 +288,28 @@ pub enum Notification {
     /// Redis: a pub/sub message on a channel this machine subscribed to,
     /// with its payload (`0` for a plain wake-up, a fencing token for a
     /// direct handoff).
-    Message { channel: String, payload: String },
+    Message {
+        /// The channel the message came on.
+        channel: String,
+        /// The message.
+        payload: String,
+    },
     /// ZooKeeper: the watch set by the [`ZkOp::Stat`] command `id` fired
     /// (the node was deleted or its data changed; for
     /// [`ZkOp::WatchChildren`], its children changed; the session's end comes as
     /// [`ConnectionEvent::SessionExpired`] instead).
-    WatchFired { id: RequestId },
+    WatchFired {
+        /// The command that set the watch.
+        id: RequestId,
+    },
     /// ZooKeeper: the watch set by the [`ZkOp::Stat`] command `id` fired
     /// because its node was deleted (a driver that cannot tell the event's
     /// type reports [`Notification::WatchFired`], which means "look again").
     /// A waiter whose predecessor was first is then first itself.
-    NodeDeleted { id: RequestId },
+    NodeDeleted {
+        /// The command that set the watch.
+        id: RequestId,
+    },
 }
 
 /// The state of the connection (Redis) or session (ZooKeeper) a lock uses.
@@ -233,14 +332,40 @@ pub enum ConnectionEvent {
 #[non_exhaustive]
 pub enum Event {
     /// The acquire named by `ticket` holds the lock.
-    Granted { ticket: Ticket, owner: OwnerId, token: FencingToken, reentry: u32 },
+    Granted {
+        /// The acquire granted.
+        ticket: Ticket,
+        /// Its owner.
+        owner: OwnerId,
+        /// The grant's fencing token.
+        token: FencingToken,
+        /// 0 for a new grant, n for its n-th re-entry.
+        reentry: u32,
+    },
     /// The acquire named by `ticket` ended without the lock.
-    Failed { ticket: Ticket, owner: OwnerId, error: Error },
+    Failed {
+        /// The acquire that ended.
+        ticket: Ticket,
+        /// Its owner.
+        owner: OwnerId,
+        /// Why it ended.
+        error: Error,
+    },
     /// The holder lost the lock. Delivered before the server can grant the
     /// lock to anyone else, as long as the driver keeps its timers.
-    Lost { owner: OwnerId, token: FencingToken, reason: LossReason },
+    Lost {
+        /// The owner that held it.
+        owner: OwnerId,
+        /// The lost grant's fencing token.
+        token: FencingToken,
+        /// Why it was lost.
+        reason: LossReason,
+    },
     /// The server-side release named by `id` finished; others may now be granted.
-    Released { id: ReleaseId },
+    Released {
+        /// The release that finished.
+        id: ReleaseId,
+    },
 }
 
 /// The result of [`crate::LockMachine::release`].
@@ -248,7 +373,10 @@ pub enum Event {
 #[must_use]
 pub enum ReleaseProgress {
     /// A reentrant hold ended; the owner still holds `remaining` times. No I/O.
-    StillHeld { remaining: u32 },
+    StillHeld {
+        /// How many holds the owner has left.
+        remaining: u32,
+    },
     /// The last hold ended; the server-side release is under way and ends
     /// with [`Event::Released`] carrying this id.
     Releasing(ReleaseId),

@@ -44,7 +44,7 @@ pub fn key_slot(key: &str) -> u16 {
 /// Alphabet of [`tag_for_slot`]: no braces, nothing a shell or a glob treats specially.
 const TAG_ALPHABET: &[u8; 64] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-_";
 
-/// The first three-character text over [`TAG_ALPHABET`] (in alphabet
+/// The first three-character text over `TAG_ALPHABET` (in alphabet
 /// order) that hashes to `slot`. Every slot has one (a unit test goes
 /// through all 64³ candidates once), so the search ends within 64³ steps;
 /// it is only needed for names whose own text cannot serve as a tag.

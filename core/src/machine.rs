@@ -190,10 +190,12 @@ impl LockMachine {
 
     // ---- getters -------------------------------------------------------
 
+    /// The lock's name.
     pub fn name(&self) -> &LockName {
         &self.name
     }
 
+    /// Which lock of the name this machine runs (mutex, read or write half, semaphore).
     pub fn mode(&self) -> LockMode {
         self.mode
     }
@@ -205,6 +207,7 @@ impl LockMachine {
         self.active.as_ref().map(|t| WriteHold { record: t.claim.describe(), token: h.token })
     }
 
+    /// The machine's settings.
     pub fn config(&self) -> &LockConfig {
         &self.cfg
     }

@@ -55,7 +55,9 @@ impl LockMode {
 /// [`crate::Error::PermitsMismatch`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PermitRequest {
+    /// The semaphore's number of permits, which every client must agree on.
     pub total: u32,
+    /// How many permits this acquire takes at once.
     pub count: u32,
 }
 

@@ -34,7 +34,9 @@ pub struct LockStatus {
 /// A semaphore's permits as the server counts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PermitCounts {
+    /// Permits held now.
     pub held: u32,
+    /// The semaphore's number of permits.
     pub total: u32,
 }
 

@@ -29,9 +29,21 @@ pub struct StatusId(pub u64);
 #[non_exhaustive]
 pub enum Output {
     /// Deliver to the application: `event` of the lock `name` in `mode`.
-    Event { name: LockName, mode: LockMode, event: Event },
+    Event {
+        /// The lock's name.
+        name: LockName,
+        /// Which lock of the name (mutex, read or write half, semaphore).
+        mode: LockMode,
+        /// What happened.
+        event: Event,
+    },
     /// The answer to the status read `id`.
-    Status { id: StatusId, result: Result<LockStatus, Error> },
+    Status {
+        /// The status read answered.
+        id: StatusId,
+        /// The lock's status, or why it could not be read.
+        result: Result<LockStatus, Error>,
+    },
     /// Send this, in order after the commands polled before it, and later
     /// feed back exactly one reply with the same id.
     Command(Command),
@@ -144,6 +156,7 @@ impl LockTable {
         })
     }
 
+    /// The protocol the table's machines speak.
     pub fn backend(&self) -> Backend {
         self.config.backend
     }

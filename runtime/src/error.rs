@@ -10,7 +10,12 @@ use thiserror::Error;
 pub enum Error {
     /// The connection string is malformed; the message says which part.
     #[error("invalid URL {url:?}: {reason}")]
-    InvalidUrl { url: String, reason: String },
+    InvalidUrl {
+        /// The connection string as given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The lock name is empty, too long or malformed.
     #[error("invalid lock name: {0}")]
     InvalidName(String),
@@ -19,7 +24,12 @@ pub enum Error {
     InvalidOption(String),
     /// The server could not be reached or refused the handshake.
     #[error("cannot connect to {addr}: {reason}")]
-    Connect { addr: String, reason: String },
+    Connect {
+        /// Every address tried (comma-separated when there were several).
+        addr: String,
+        /// What went wrong with each.
+        reason: String,
+    },
     /// The acquire deadline passed.
     #[error("timed out waiting for lock {0:?}")]
     Timeout(String),
@@ -31,7 +41,12 @@ pub enum Error {
     NotHeld(String),
     /// The lock was lost while held.
     #[error("lock {name:?} was lost: {reason}")]
-    Lost { name: String, reason: LossReason },
+    Lost {
+        /// The lock's name.
+        name: String,
+        /// Why it was lost.
+        reason: LossReason,
+    },
     /// The server answered something the protocol never produces.
     #[error("protocol error: {0}")]
     Protocol(String),
@@ -45,7 +60,12 @@ pub enum Error {
     /// transient error; `reply` is the server's last answer (`BUSY ...`,
     /// `LOADING ...`, `READONLY ...`, ZooKeeper `THROTTLEDOP ...`).
     #[error("lock {name:?}: the server is unavailable: {reply}")]
-    Unavailable { name: String, reply: String },
+    Unavailable {
+        /// The lock's name.
+        name: String,
+        /// The server's last refusal.
+        reply: String,
+    },
     /// A write acquire by an owner that holds the read half of the same
     /// read-write lock: refused at once (it would wait for itself forever).
     #[error("lock {0:?}: an owner holding the read lock cannot take the write lock")]
@@ -54,29 +74,50 @@ pub enum Error {
     /// is what the server records, `ours` what this handle was made with.
     /// Nothing was taken or changed.
     #[error("semaphore {name:?} has {server} permits on the server, not {ours}")]
-    PermitsMismatch { name: String, server: u32, ours: u32 },
+    PermitsMismatch {
+        /// The semaphore's name.
+        name: String,
+        /// The number of permits the server records.
+        server: u32,
+        /// The number of permits this handle was made with.
+        ours: u32,
+    },
 }
 
-/// What kind of failure an [`Error`] is, with a stable code per kind. A
+/// What kind of failure an [`Error`](enum@Error) is, with a stable code per kind. A
 /// binding chooses its language's error class from this (and reads the
-/// structured fields through [`Error`]'s accessors), never from the message,
+/// structured fields through [`Error`](enum@Error)'s accessors), never from the message,
 /// whose wording may change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
+    /// [`Error::InvalidUrl`].
     InvalidUrl,
+    /// [`Error::InvalidName`].
     InvalidName,
+    /// [`Error::InvalidOption`].
     InvalidOption,
+    /// [`Error::Connect`].
     Connect,
+    /// [`Error::Timeout`].
     Timeout,
+    /// [`Error::WouldBlock`].
     WouldBlock,
+    /// [`Error::NotHeld`].
     NotHeld,
+    /// [`Error::Lost`].
     Lost,
+    /// [`Error::Protocol`].
     Protocol,
+    /// [`Error::Closed`].
     Closed,
+    /// [`Error::Cancelled`].
     Cancelled,
+    /// [`Error::Unavailable`].
     Unavailable,
+    /// [`Error::UpgradeRefused`].
     UpgradeRefused,
+    /// [`Error::PermitsMismatch`].
     PermitsMismatch,
 }
 
@@ -109,8 +150,9 @@ impl std::fmt::Display for ErrorKind {
     }
 }
 
-/// The structured fields, so bindings never parse [`Error`]'s message.
+/// The structured fields, so bindings never parse [`Error`](enum@Error)'s message.
 impl Error {
+    /// What kind of failure this is: match on this, not on the message.
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::InvalidUrl { .. } => ErrorKind::InvalidUrl,
@@ -219,6 +261,7 @@ impl Error {
     }
 }
 
+/// `std::result::Result` with polylock's [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]

@@ -18,11 +18,15 @@
 //! # let _ = token; Ok(()) }
 //! ```
 
+#![warn(missing_docs)]
+
 mod backend;
 #[doc(hidden)]
 pub mod blocking;
 mod client;
 mod clock;
+#[cfg(doctest)]
+mod doc_examples;
 mod error;
 mod executor;
 #[cfg(feature = "test-hooks")]

@@ -2,7 +2,7 @@
 //! passed each step on its way through this client to the caller it
 //! answers: the hops inside a handoff's waiter that `bench/rust` puts in
 //! its handoff breakdown. Only with the `handoff-trace` feature, which the
-//! benchmark enables; without it [`stamp`] compiles to nothing.
+//! benchmark enables; without it `stamp` compiles to nothing.
 
 /// A step of a report's way through the executor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

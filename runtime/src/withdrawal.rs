@@ -40,6 +40,7 @@ impl std::fmt::Debug for Withdrawal {
 }
 
 impl Withdrawal {
+    /// A withdrawal not yet requested.
     pub fn new() -> Self {
         Self::default()
     }
@@ -57,6 +58,7 @@ impl Withdrawal {
         self.0.notify.notify_waiters();
     }
 
+    /// Whether [`Self::withdraw`] was called.
     pub fn is_requested(&self) -> bool {
         self.0.yes.load(Ordering::Acquire)
     }

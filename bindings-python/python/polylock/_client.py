@@ -151,6 +151,7 @@ class Client:
         self._native.debug_expire_session()
 
     def __enter__(self) -> Client:
+        """Returns the client; the ``with`` block's end closes it."""
         return self
 
     def __exit__(
@@ -159,6 +160,7 @@ class Client:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Closes the client (``close()``)."""
         self.close()
 
     def __repr__(self) -> str:

@@ -29,6 +29,7 @@ class Lock:
 
     @property
     def name(self) -> str:
+        """The lock's name."""
         return self._native.name
 
     @property
@@ -62,6 +63,7 @@ class Lock:
         return self._native.locked()
 
     def __enter__(self) -> Lock:
+        """Acquires (blocking, no timeout) for the calling thread."""
         self.acquire()
         return self
 
@@ -71,6 +73,7 @@ class Lock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Releases; raises ``LockLostError`` if the lock was lost while the block ran."""
         try:
             self.release()
         except LockLostError:
@@ -105,6 +108,7 @@ class Lock:
         await done
 
     async def __aenter__(self) -> Lock:
+        """Acquires for the current asyncio task."""
         await self.acquire_async()
         return self
 
@@ -114,6 +118,7 @@ class Lock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Releases; raises ``LockLostError`` if the lock was lost while the block ran."""
         try:
             await self.release_async()
         except LockLostError:
@@ -162,6 +167,7 @@ class RwLock:
 
     @property
     def name(self) -> str:
+        """The read-write lock's name."""
         return self._read.name
 
     @property

@@ -41,6 +41,7 @@ class Semaphore:
 
     @property
     def name(self) -> str:
+        """The semaphore's name."""
         return self._native.name
 
     @property
@@ -88,6 +89,7 @@ class Semaphore:
         self._native.release(_options.permit_count(count))
 
     def __enter__(self) -> Semaphore:
+        """Acquires one permit (blocking, no timeout)."""
         self.acquire()
         return self
 
@@ -97,6 +99,7 @@ class Semaphore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Releases the permit the ``with`` block took."""
         self.release()
 
     # ---- asyncio API ---------------------------------------------------
@@ -126,6 +129,7 @@ class Semaphore:
         await done
 
     async def __aenter__(self) -> Semaphore:
+        """Acquires one permit for the current asyncio task."""
         await self.acquire_async()
         return self
 
@@ -135,6 +139,7 @@ class Semaphore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Releases the permit the ``async with`` block took."""
         await self.release_async()
 
     # ---- one grant as an object ------------------------------------------
@@ -176,6 +181,7 @@ class Permits:
 
     @property
     def count(self) -> int:
+        """How many permits this grant holds."""
         return self._native.count
 
     @property
@@ -200,12 +206,14 @@ class Permits:
         self._native.release()
 
     async def release_async(self) -> None:
+        """``release()``, waiting for the server without blocking the loop."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._native.release_async(_settle_from_thread(loop, done))
         await done
 
     def __enter__(self) -> Permits:
+        """Returns the grant itself (already acquired)."""
         return self
 
     def __exit__(
@@ -214,9 +222,11 @@ class Permits:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Releases the grant."""
         self.release()
 
     async def __aenter__(self) -> Permits:
+        """Returns the grant itself (already acquired)."""
         return self
 
     async def __aexit__(
@@ -225,6 +235,7 @@ class Permits:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        """Releases the grant without blocking the loop."""
         await self.release_async()
 
     def __repr__(self) -> str:

@@ -22,6 +22,7 @@ pub struct RedisKeys {
 }
 
 impl RedisKeys {
+    /// Every key of the lock `name`, all in the lock key's Redis Cluster slot.
     pub fn of(name: &LockName) -> Self {
         let name = name.as_str();
         let suffix = own_key_suffix(name);

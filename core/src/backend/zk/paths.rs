@@ -13,6 +13,7 @@ pub const LOCK_MARKER: &str = "lock-";
 /// Curator's `InterProcessReadWriteLock` markers: a reader's and a writer's
 /// node. Of equal length on purpose, so the sequences line up.
 pub const READ_MARKER: &str = "__READ__";
+/// Curator's writer node marker (see [`READ_MARKER`]).
 pub const WRITE_MARKER: &str = "__WRIT__";
 
 /// Curator's `InterProcessSemaphoreV2` layout under the semaphore's path:
@@ -20,7 +21,9 @@ pub const WRITE_MARKER: &str = "__WRIT__";
 /// (`leases/_c_<uuid>-lease-<seq>`). Curator's constants, so its clients
 /// and ours count the same leases and queue on the same mutex.
 pub const SEMAPHORE_LOCKS: &str = "locks";
+/// The parent of a semaphore's lease nodes (see [`SEMAPHORE_LOCKS`]).
 pub const SEMAPHORE_LEASES: &str = "leases";
+/// The marker of a lease node's name (see [`SEMAPHORE_LOCKS`]).
 pub const LEASE_MARKER: &str = "lease-";
 /// polylock's record of a semaphore's number of permits (decimal text), a
 /// persistent child of its path. Curator keeps none (maxLeases is each

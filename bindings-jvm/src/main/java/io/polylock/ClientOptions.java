@@ -26,6 +26,10 @@ public final class ClientOptions {
         this.debugFaults = debugFaults;
     }
 
+    /**
+     * The defaults: 5 s connect and request timeouts, a 10 s ZooKeeper session, a 30 s Redis lease.
+     * @return the default options
+     */
     public static ClientOptions defaults() {
         return new ClientOptions(null, null, null, null, false);
     }
@@ -35,22 +39,38 @@ public final class ClientOptions {
         return new ClientOptions(connectTimeout, requestTimeout, sessionTimeout, lease, true);
     }
 
-    /** How long {@code connect} may take before it fails naming the address. */
+    /**
+     * How long {@code connect} may take before it fails naming the address.
+     * @param d the duration
+     * @return new options with this connect timeout
+     */
     public ClientOptions withConnectTimeout(Duration d) {
         return new ClientOptions(Objects.requireNonNull(d), requestTimeout, sessionTimeout, lease, debugFaults);
     }
 
-    /** Redis: how long one command may take. */
+    /**
+     * Redis: how long one command may take.
+     * @param d the duration
+     * @return new options with this request timeout
+     */
     public ClientOptions withRequestTimeout(Duration d) {
         return new ClientOptions(connectTimeout, Objects.requireNonNull(d), sessionTimeout, lease, debugFaults);
     }
 
-    /** ZooKeeper: the session timeout asked of the server. */
+    /**
+     * ZooKeeper: the session timeout asked of the server.
+     * @param d the duration
+     * @return new options with this session timeout
+     */
     public ClientOptions withSessionTimeout(Duration d) {
         return new ClientOptions(connectTimeout, requestTimeout, Objects.requireNonNull(d), lease, debugFaults);
     }
 
-    /** Redis: the default lease of this client's locks (renewed every third of it). */
+    /**
+     * Redis: the default lease of this client's locks (renewed every third of it).
+     * @param d the duration
+     * @return new options with this lease
+     */
     public ClientOptions withLease(Duration d) {
         return new ClientOptions(connectTimeout, requestTimeout, sessionTimeout, Objects.requireNonNull(d), debugFaults);
     }

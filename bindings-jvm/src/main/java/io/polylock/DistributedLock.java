@@ -42,7 +42,10 @@ public final class DistributedLock implements Lock {
         CLEANER.register(this, () -> Native.lockFree(nativeHandle));
     }
 
-    /** The lock's name. */
+    /**
+     * The lock's name.
+     * @return the lock's name
+     */
     public String name() {
         return name;
     }
@@ -125,6 +128,7 @@ public final class DistributedLock implements Lock {
      * re-entry counts as for {@link #lock()}. Cancelling the future withdraws the
      * acquire; if the grant raced the cancel it is released. Completes
      * exceptionally with {@link LockClosedException} if the client closes first.
+     * @return a future completed once the lock is held for the calling thread
      */
     public CompletableFuture<Void> lockAsync() {
         AsyncAcquire async = new AsyncAcquire(this, Owners.current());
@@ -132,7 +136,10 @@ public final class DistributedLock implements Lock {
         return async.future;
     }
 
-    /** The fencing token of the calling thread's hold: larger than any earlier grant's. */
+    /**
+     * The fencing token of the calling thread's hold: larger than any earlier grant's.
+     * @return the fencing token of the calling thread's hold
+     */
     public long fencingToken() {
         long token;
         try {
@@ -146,12 +153,18 @@ public final class DistributedLock implements Lock {
         return token;
     }
 
-    /** As {@link java.util.concurrent.locks.ReentrantLock#isHeldByCurrentThread()}. */
+    /**
+     * As {@link java.util.concurrent.locks.ReentrantLock#isHeldByCurrentThread()}.
+     * @return whether the calling thread holds the lock
+     */
     public boolean isHeldByCurrentThread() {
         return getHoldCount() > 0;
     }
 
-    /** How many times the calling thread holds the lock (0: not at all). */
+    /**
+     * How many times the calling thread holds the lock (0: not at all).
+     * @return how many times the calling thread holds the lock (0
+     */
     public int getHoldCount() {
         try {
             return Native.lockHoldCount(handle, Owners.current());
@@ -160,7 +173,10 @@ public final class DistributedLock implements Lock {
         }
     }
 
-    /** Held by any thread of this client (not: anywhere)? */
+    /**
+     * Held by any thread of this client (not: anywhere)?
+     * @return whether any thread of this client holds the lock
+     */
     public boolean isLocked() {
         try {
             return Native.lockHeldLocally(handle);
@@ -173,6 +189,7 @@ public final class DistributedLock implements Lock {
      * Runs {@code handler} (on a polylock callback thread) each time a hold of
      * this lock is lost: the Redis lease was refused or expired, or the
      * ZooKeeper session expired. Stop touching the protected resource.
+     * @param handler what to run on a loss
      */
     public void onLost(Runnable handler) {
         listener.add(Objects.requireNonNull(handler, "handler"));

@@ -27,7 +27,10 @@ public final class DistributedReadWriteLock implements ReadWriteLock {
         this.write = write;
     }
 
-    /** The lock's name. */
+    /**
+     * The lock's name.
+     * @return the lock's name
+     */
     public String name() {
         return name;
     }

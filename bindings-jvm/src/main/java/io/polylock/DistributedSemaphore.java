@@ -72,17 +72,26 @@ public final class DistributedSemaphore {
         CLEANER.register(this, () -> Native.semFree(nativeHandle));
     }
 
-    /** The semaphore's name. */
+    /**
+     * The semaphore's name.
+     * @return the semaphore's name
+     */
     public String getName() {
         return name;
     }
 
-    /** The number of permits this semaphore was made with (every client of the name must agree). */
+    /**
+     * The number of permits this semaphore was made with (every client of the name must agree).
+     * @return the number of permits this semaphore was made with (every client of the name must agree)
+     */
     public int getPermits() {
         return permits;
     }
 
-    /** Waits (interruptibly) for one permit; as {@link #acquire(int) acquire(1)}. */
+    /**
+     * Waits (interruptibly) for one permit; as {@link #acquire(int) acquire(1)}.
+     * @throws InterruptedException if interrupted while waiting; nothing is left queued on the server
+     */
     public void acquire() throws InterruptedException {
         acquire(1);
     }
@@ -94,6 +103,8 @@ public final class DistributedSemaphore {
      *
      * @throws IllegalArgumentException {@code permits} is not 1 to {@link #getPermits()}
      * @throws LockPermitsMismatchException the server records another number of permits
+     * @param permits the number of permits
+     * @throws InterruptedException if interrupted while waiting; nothing is left queued on the server
      */
     public void acquire(int permits) throws InterruptedException {
         if (!acquire(permits, -1, true)) {
@@ -109,6 +120,7 @@ public final class DistributedSemaphore {
     /**
      * Waits until {@code permits} permits are granted; an interrupt meanwhile does not end the
      * wait and is kept for the caller.
+     * @param permits the number of permits
      */
     public void acquireUninterruptibly(int permits) {
         try {
@@ -120,12 +132,19 @@ public final class DistributedSemaphore {
         }
     }
 
-    /** One try for one permit, no waiting; as {@link #tryAcquire(int) tryAcquire(1)}. */
+    /**
+     * One try for one permit, no waiting; as {@link #tryAcquire(int) tryAcquire(1)}.
+     * @return true if the permits are now held
+     */
     public boolean tryAcquire() {
         return tryAcquire(1);
     }
 
-    /** One try for {@code permits} permits, no waiting: true if they are now held. */
+    /**
+     * One try for {@code permits} permits, no waiting: true if they are now held.
+     * @param permits the number of permits
+     * @return true if the permits are now held
+     */
     public boolean tryAcquire(int permits) {
         try {
             return acquire(permits, 0, false);
@@ -134,7 +153,13 @@ public final class DistributedSemaphore {
         }
     }
 
-    /** Waits up to {@code timeout} for one permit; as {@link #tryAcquire(int, long, TimeUnit)}. */
+    /**
+     * Waits up to {@code timeout} for one permit; as {@link #tryAcquire(int, long, TimeUnit)}.
+     * @param timeout how long to wait at most
+     * @param unit the unit of {@code timeout}
+     * @return true if the permits are now held
+     * @throws InterruptedException if interrupted while waiting; nothing is left queued on the server
+     */
     public boolean tryAcquire(long timeout, TimeUnit unit) throws InterruptedException {
         return tryAcquire(1, timeout, unit);
     }
@@ -142,6 +167,11 @@ public final class DistributedSemaphore {
     /**
      * Waits up to {@code timeout} (interruptibly) for {@code permits} permits in one grant: true if
      * they are now held, false if not granted in time (the wait leaves nothing on the server).
+     * @param permits the number of permits
+     * @param timeout how long to wait at most
+     * @param unit the unit of {@code timeout}
+     * @return true if the permits are now held
+     * @throws InterruptedException if interrupted while waiting; nothing is left queued on the server
      */
     public boolean tryAcquire(int permits, long timeout, TimeUnit unit) throws InterruptedException {
         Objects.requireNonNull(unit, "unit");
@@ -160,6 +190,7 @@ public final class DistributedSemaphore {
      * @throws IllegalArgumentException fewer permits are held here, or the count would split a
      *     grant; nothing is released
      * @throws LockLostException a grant given back was lost meanwhile (the others are released)
+     * @param permits the number of permits
      */
     public void release(int permits) {
         try {
@@ -175,6 +206,7 @@ public final class DistributedSemaphore {
      * acquires through, that is the acquire's.
      *
      * @throws IllegalMonitorStateException no permits are held here
+     * @return the fencing token of the newest grant held by this semaphore object
      */
     public long getFencingToken() {
         long token;
@@ -193,6 +225,7 @@ public final class DistributedSemaphore {
      * The permits free now on the server, taken by no client (one read of the server, as
      * Redisson's {@code availablePermits}). As {@code java.util.concurrent.Semaphore}'s, for
      * debugging and monitoring: it may be stale by the time it returns.
+     * @return the permits free now on the server, taken by no client (one read of the server, as Redisson's {@code availablePermits})
      */
     public int availablePermits() {
         try {
@@ -202,7 +235,10 @@ public final class DistributedSemaphore {
         }
     }
 
-    /** How many permits this semaphore object holds (acquired through it and not released). */
+    /**
+     * How many permits this semaphore object holds (acquired through it and not released).
+     * @return how many permits this semaphore object holds (acquired through it and not released)
+     */
     public int getHeldPermits() {
         try {
             return Native.semHeldPermits(handle);

@@ -40,12 +40,19 @@ public final class LockClient implements AutoCloseable {
      *
      * @throws IllegalArgumentException the URL is malformed (the message says which part)
      * @throws LockConnectException the server is unreachable within the connect timeout
+     * @param url the connection string
+     * @return a connected client
      */
     public static LockClient connect(String url) {
         return connect(url, ClientOptions.defaults());
     }
 
-    /** Connects with the given options; see {@link #connect(String)}. */
+    /**
+     * Connects with the given options; see {@link #connect(String)}.
+     * @param url the connection string
+     * @param options timeouts and the Redis lease
+     * @return a connected client
+     */
     public static LockClient connect(String url, ClientOptions options) {
         Objects.requireNonNull(url, "url");
         Objects.requireNonNull(options, "options");
@@ -63,6 +70,8 @@ public final class LockClient implements AutoCloseable {
      * any Redis key). No I/O.
      *
      * @throws IllegalArgumentException the name is empty, too long or malformed
+     * @param name the lock's name (a ZooKeeper path, or any Redis key)
+     * @return the lock (no I/O)
      */
     public DistributedLock newLock(String name) {
         return newLock(name, null);
@@ -72,6 +81,9 @@ public final class LockClient implements AutoCloseable {
      * A lock with its own Redis lease (renewed every third of it while held;
      * ignored by ZooKeeper, where the session plays that part). {@code null}:
      * the client's lease.
+     * @param name the lock's name (a ZooKeeper path, or any Redis key)
+     * @param lease the Redis lease, or {@code null} for the client's
+     * @return the lock (no I/O)
      */
     public DistributedLock newLock(String name, Duration lease) {
         Objects.requireNonNull(name, "name");
@@ -85,12 +97,19 @@ public final class LockClient implements AutoCloseable {
      * mutex or as a read-write lock: their server layouts differ. No I/O.
      *
      * @throws IllegalArgumentException the name is empty, too long or malformed
+     * @param name the lock's name (a ZooKeeper path, or any Redis key)
+     * @return the read-write lock (no I/O)
      */
     public DistributedReadWriteLock newReadWriteLock(String name) {
         return newReadWriteLock(name, null);
     }
 
-    /** {@link #newReadWriteLock(String)} with its own Redis lease for both halves ({@code null}: the client's). */
+    /**
+     * {@link #newReadWriteLock(String)} with its own Redis lease for both halves ({@code null}: the client's).
+     * @param name the lock's name (a ZooKeeper path, or any Redis key)
+     * @param lease the Redis lease, or {@code null} for the client's
+     * @return the read-write lock (no I/O)
+     */
     public DistributedReadWriteLock newReadWriteLock(String name, Duration lease) {
         Objects.requireNonNull(name, "name");
         long leaseMs = lease == null ? Native.UNSET : lease.toMillis();
@@ -107,6 +126,9 @@ public final class LockClient implements AutoCloseable {
      * {@link LockPermitsMismatchException} and takes nothing. No I/O.
      *
      * @throws IllegalArgumentException the name is malformed, or {@code permits} is not positive
+     * @param name the lock's name (a ZooKeeper path, or any Redis key)
+     * @param permits the number of permits
+     * @return the semaphore (no I/O)
      */
     public DistributedSemaphore newSemaphore(String name, int permits) {
         return newSemaphore(name, permits, null);
@@ -115,6 +137,10 @@ public final class LockClient implements AutoCloseable {
     /**
      * {@link #newSemaphore(String, int)} with its own Redis lease for each grant (renewed every
      * third of it while held; {@code null}: the client's lease).
+     * @param name the lock's name (a ZooKeeper path, or any Redis key)
+     * @param permits the number of permits
+     * @param lease the Redis lease, or {@code null} for the client's
+     * @return the semaphore (no I/O)
      */
     public DistributedSemaphore newSemaphore(String name, int permits, Duration lease) {
         Objects.requireNonNull(name, "name");
@@ -122,12 +148,18 @@ public final class LockClient implements AutoCloseable {
         return withHandle(h -> new DistributedSemaphore(name, permits, Native.semNew(h, name, permits, leaseMs)));
     }
 
-    /** {@code "redis"} or {@code "zookeeper"}. */
+    /**
+     * {@code "redis"} or {@code "zookeeper"}.
+     * @return {@code "redis"} or {@code "zookeeper"}
+     */
     public String backend() {
         return withHandle(Native::clientBackend);
     }
 
-    /** This client's random id, as in its Redis hash fields and ZooKeeper node data. */
+    /**
+     * This client's random id, as in its Redis hash fields and ZooKeeper node data.
+     * @return this client's random id, as in its Redis hash fields and ZooKeeper node data
+     */
     public String id() {
         return withHandle(Native::clientId);
     }

@@ -4,6 +4,10 @@ package io.polylock;
 public class LockClosedException extends LockException {
     private static final long serialVersionUID = 1L;
 
+    /**
+     * Creates the exception.
+     * @param message what happened
+     */
     public LockClosedException(String message) {
         super(message);
     }

@@ -11,6 +11,10 @@ package io.polylock;
 public class LockException extends RuntimeException {
     private static final long serialVersionUID = 1L;
 
+    /**
+     * Creates the exception.
+     * @param message what happened
+     */
     public LockException(String message) {
         super(message);
     }

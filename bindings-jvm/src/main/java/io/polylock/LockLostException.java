@@ -8,25 +8,43 @@ package io.polylock;
 public class LockLostException extends LockException {
     private static final long serialVersionUID = 1L;
 
+    /** The lock's name, or null. */
     private final String lockName;
+    /** Why the lock was lost, or null. */
     private final String reason;
 
+    /**
+     * Creates the exception.
+     * @param message what happened
+     */
     public LockLostException(String message) {
         this(message, null, null);
     }
 
+    /**
+     * Creates the exception.
+     * @param message what happened
+     * @param lockName the lock's name, or null
+     * @param reason why the lock was lost, or null
+     */
     public LockLostException(String message, String lockName, String reason) {
         super(message);
         this.lockName = lockName;
         this.reason = reason;
     }
 
-    /** The name of the lock that was lost, or null. */
+    /**
+     * The name of the lock that was lost, or null.
+     * @return the name of the lock that was lost, or null
+     */
     public String lockName() {
         return lockName;
     }
 
-    /** Why, as the runtime reported it (e.g. {@code "ZooKeeper session expired"}), or null. */
+    /**
+     * Why, as the runtime reported it (e.g. {@code "ZooKeeper session expired"}), or null.
+     * @return why, as the runtime reported it (e.g
+     */
     public String reason() {
         return reason;
     }

@@ -10,14 +10,23 @@ package io.polylock;
 public class LockUnavailableException extends LockException {
     private static final long serialVersionUID = 1L;
 
+    /** The server's last reply. */
     private final String reply;
 
+    /**
+     * Creates the exception.
+     * @param message what happened
+     * @param reply the server's last reply
+     */
     public LockUnavailableException(String message, String reply) {
         super(message);
         this.reply = reply;
     }
 
-    /** The server's last reply, e.g. {@code "BUSY Redis is busy running a script. ..."}. */
+    /**
+     * The server's last reply, e.g. {@code "BUSY Redis is busy running a script. ..."}.
+     * @return the server's last reply, e.g
+     */
     public String reply() {
         return reply;
     }

@@ -10,14 +10,23 @@ package io.polylock;
 public class LockUpgradeRefusedException extends LockException {
     private static final long serialVersionUID = 1L;
 
+    /** The lock's name, or null. */
     private final String lockName;
 
+    /**
+     * Creates the exception.
+     * @param message what happened
+     * @param lockName the lock's name, or null
+     */
     public LockUpgradeRefusedException(String message, String lockName) {
         super(message);
         this.lockName = lockName;
     }
 
-    /** The lock's name. */
+    /**
+     * The lock's name.
+     * @return the lock's name
+     */
     public String lockName() {
         return lockName;
     }
