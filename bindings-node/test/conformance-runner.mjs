@@ -58,7 +58,7 @@ const { connect, ConnectionError, LockLostError, LockTimeoutError, NotHeldError,
 export const wasm = entry === 'polylock/wasm'
 /** Scenarios (or backends) polylock/wasm cannot run, and why. */
 export const NOT_IN_WASM = {
-  zookeeper: 'polylock/wasm speaks Redis only (see the README: no pure-JS ZooKeeper client on npm has what the core needs)',
+  zookeeper: 'polylock/wasm speaks Redis only (see docs/wasm.md: no pure-JS ZooKeeper client on npm has what the core needs)',
   'unreachable-zookeeper': 'polylock/wasm refuses a zk:// URL as invalid_url before any connection is tried',
   sentinel: 'polylock/wasm speaks to one Redis server and refuses redis+sentinel:// (bindings-wasm/src/driver.rs)',
   cluster: 'polylock/wasm speaks to one Redis server and refuses redis+cluster:// (bindings-wasm/src/driver.rs)',

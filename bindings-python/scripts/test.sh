@@ -21,7 +21,7 @@ step "venv $venv"
 # shellcheck disable=SC1091
 source "$venv/bin/activate"
 python -m pip install -q --disable-pip-version-check \
-    'maturin>=1.5,<2' pytest pytest-timeout mypy ruff redis kazoo gunicorn
+    'maturin>=1.5,<2' pytest pytest-timeout mypy 'ruff==0.17.6' redis kazoo gunicorn
 
 if [[ -z "${POLYLOCK_TEST_REDIS:-}" || -z "${POLYLOCK_TEST_ZK:-}" ]]; then
     eval "$("$repo/scripts/services" env)"

@@ -1,5 +1,5 @@
 //! The `polylock` CLI against real servers: what it runs, what it prints,
-//! and the exit codes scripts and cron jobs depend on (README, "The CLI").
+//! and the exit codes scripts and cron jobs depend on (docs/cli.md).
 
 // The runtime's test helpers, shared rather than copied.
 #[path = "../../runtime/tests/support/mod.rs"]

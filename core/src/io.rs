@@ -44,7 +44,7 @@ pub enum RedisOp {
     /// Why `EVALSHA`: Redis hashes an `EVAL`'s source (SHA1) before it runs
     /// it, twice in 7.0, outside what `INFO commandstats` counts: for the
     /// two scripts of an acquire+release, about as many instructions as
-    /// running them (108k against 103k under callgrind).
+    /// running them.
     Eval {
         /// The script to run.
         script: &'static Script,

@@ -63,7 +63,7 @@ impl Client {
             Endpoint::RedisCluster(target) => {
                 let transport = backend::redis_cluster::connect(&target, &opts, reports).await?;
                 // As on Sentinel: each grant waits for `replicas=K` replicas of its
-                // key's master (default 0 on a cluster: see the README).
+                // key's master (default 0 on a cluster: see docs/deployment.md).
                 config.acknowledge_replicas(Some(target.replicas), 0, opts.request_timeout);
                 // Redisson's cluster default (sharded pub/sub): its waiters hear only SPUBLISH.
                 config.shard_release = true;

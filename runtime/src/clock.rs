@@ -9,7 +9,7 @@
 //! - Linux and Android: `CLOCK_BOOTTIME` (monotonic, counts suspend);
 //! - macOS and iOS: `CLOCK_MONOTONIC`, which on Darwin counts time asleep;
 //! - elsewhere: `std::time::Instant`, whose behaviour across a suspend is
-//!   the platform's (README, "Guarantees").
+//!   the platform's (docs/guarantees.md).
 //!
 //! The timer task still sleeps on tokio's clock; its longest nap is 1 s, so
 //! after a resume the deadlines that passed run within a second, and any

@@ -14,7 +14,7 @@ import org.junit.jupiter.api.Timeout;
 /**
  * Migration from a hand-written ZooKeeper lock: the same code, written
  * against java.util.concurrent.locks.Lock, passes with either; the change is
- * the one line that makes the lock (see README "Migrating").
+ * the one line that makes the lock (see docs/migrating/zkdistributelock.md).
  */
 @Timeout(120)
 class MigrationTest {
