@@ -54,6 +54,12 @@ pub struct LockConfig {
     /// shard channel (`SPUBLISH`), where Redisson's waiters on a Redis
     /// Cluster listen by default. The driver sets it on a cluster.
     pub shard_release: bool,
+    /// Redis: the server is a Redis Cluster, where every key of one script
+    /// must be in one slot. A read-write lock or semaphore of a name whose
+    /// Redisson keys would sit in other slots is refused there
+    /// ([`crate::redis::keys::redisson_keys_share_the_slot`]). The driver
+    /// sets it on a cluster.
+    pub cluster: bool,
 }
 
 impl LockConfig {
@@ -69,6 +75,7 @@ impl LockConfig {
             replicas: 0,
             replica_timeout: Duration::from_secs(1),
             shard_release: false,
+            cluster: false,
         }
     }
 
