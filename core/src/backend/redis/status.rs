@@ -112,6 +112,19 @@ mod tests {
         assert_eq!((st.holder, st.fencing_token, st.ttl_ms), (None, None, None));
     }
 
+    /// A lock held past its first lease: renewals extend the lock, not the
+    /// fencing counter, which expires with the lease of the grant that set
+    /// it (the next grant's token still exceeds it: it takes the server's
+    /// clock). The script reads the missing counter as 0; the status shows
+    /// the holder and no token, never a token of 0.
+    #[test]
+    fn a_held_lock_whose_counter_expired_shows_no_token() {
+        let st = decode(reply("c:1", 900, 0, 0)).unwrap();
+        assert!(st.held);
+        assert_eq!(st.holder.as_deref(), Some("c:1"));
+        assert_eq!(st.fencing_token, None);
+    }
+
     #[test]
     fn a_busy_server_is_named_and_a_strange_reply_is_a_protocol_error() {
         assert!(matches!(decode(Reply::Refused("BUSY running a script".into())), Err(Error::Unavailable(_))));
