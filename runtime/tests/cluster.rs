@@ -713,6 +713,28 @@ async fn read_write_locks_and_semaphores_of_every_brace_shape_are_placed_or_refu
     c.close().await;
 }
 
+/// `status` reads the mutex's, the read-write lock's and the semaphore's
+/// keys of a name in one script: on the cluster it answers for a name of
+/// every brace shape, held or free, never CROSSSLOT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_answers_for_names_of_every_brace_shape() {
+    let Some(url) = cluster_url() else { return };
+    let _shared = KEYSPACE.read().await;
+    let c = cluster_client(&url).await;
+    let w = Watch::new(&url, "status_answers_for_names_of_every_brace_shape");
+    let prefix = format!("st{}-", std::process::id());
+    for shape in brace_shaped_names().into_iter().filter(|n| !n.starts_with("order")) {
+        let name = format!("{prefix}{shape}");
+        let free = w.on("status", &name, c.status(&name)).await;
+        assert!(matches!(&free, Ok(s) if !s.held), "{name:?} free: {free:?}");
+        let g = w.on("acquire", &name, c.lock(&name).unwrap().acquire()).await.unwrap();
+        let held = w.on("status", &name, c.status(&name)).await;
+        assert!(matches!(&held, Ok(s) if s.held), "{name:?} held: {held:?}");
+        w.on("release", &name, g.release()).await.unwrap();
+    }
+    c.close().await;
+}
+
 /// `scripts/services` with this environment (the cluster's ports and state directory).
 fn services(args: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services");

@@ -4,7 +4,7 @@ use super::keys::RedisKeys;
 use super::scripts::STATUS;
 use crate::io::{Op, RedisOp, RedisValue, Reply};
 use crate::status::{unexpected, LockStatus, PermitCounts, StatusStep};
-use crate::{Backend, Error};
+use crate::{keyslot, Backend, Error};
 
 /// A status read of one Redis lock.
 #[derive(Debug)]
@@ -13,11 +13,19 @@ pub(crate) struct RedisStatusRead;
 impl RedisStatusRead {
     /// `keys` of the mutex, `rw` of the read-write lock and `sem` of the
     /// semaphore of one name: the status shows whichever holds it.
-    /// `sem`: the semaphore's of the name.
-    pub(crate) fn start(keys: &RedisKeys, rw: &RedisKeys, sem: &RedisKeys) -> (Self, Op) {
+    /// `cluster`: on a Redis Cluster every key of the script must be in the
+    /// lock key's slot. Redisson's permit expiries of a name whose Redisson
+    /// keys are not (`a{}b`: a semaphore of it is refused there, see
+    /// [`super::keys::refuse_split_keys_on_a_cluster`], and Redisson cannot
+    /// make one either) hold nothing: the semaphore's own queue, empty for
+    /// such a name, is read in their place.
+    pub(crate) fn start(keys: &RedisKeys, rw: &RedisKeys, sem: &RedisKeys, cluster: bool) -> (Self, Op) {
+        let slot = keyslot::key_slot(keys.lock());
+        let permit_timeouts =
+            sem.permit_timeouts().map(|t| if cluster && keyslot::key_slot(t) != slot { sem.queue() } else { t });
         let keys = [keys.lock(), keys.fence(), keys.queue(), rw.queue()]
             .into_iter()
-            .chain(sem.permit_timeouts())
+            .chain(permit_timeouts)
             .chain([sem.queue()])
             .chain(sem.permit_total())
             .map(str::to_owned)
