@@ -61,6 +61,12 @@ pub struct LockConfig {
     /// shard channel (`SPUBLISH`), where Redisson's waiters on a Redis
     /// Cluster listen by default. The driver sets it on a cluster.
     pub shard_release: bool,
+    /// Redis: the server is a Redis Cluster, where every key of one script
+    /// must be in one slot. A read-write lock or semaphore of a name whose
+    /// Redisson keys would sit in other slots is refused there
+    /// ([`crate::redis::keys::redisson_keys_share_the_slot`]). The driver
+    /// sets it on a cluster.
+    pub cluster: bool,
 }
 
 impl LockConfig {
@@ -77,6 +83,7 @@ impl LockConfig {
             replicas_asked: None,
             replica_timeout: Duration::from_secs(1),
             shard_release: false,
+            cluster: false,
         }
     }
 

@@ -160,6 +160,9 @@ impl LockMachine {
     /// client hold at once, each with its own machine).
     pub fn with_mode(cfg: LockConfig, name: LockName, mode: LockMode, client_id: Nonce) -> Result<Self, Error> {
         cfg.validate()?;
+        if cfg.backend == Backend::Redis && cfg.cluster {
+            crate::redis::keys::refuse_split_keys_on_a_cluster(&name, mode)?;
+        }
         let layout = match cfg.backend {
             Backend::Redis if mode.is_read_write() => Layout::Redis(Arc::new(RedisKeys::of_read_write(&name))),
             Backend::Redis if mode == LockMode::Semaphore => Layout::Redis(Arc::new(RedisKeys::of_semaphore(&name))),

@@ -355,7 +355,7 @@ impl LockTable {
                 let keys = crate::redis::RedisKeys::of(name);
                 let rw = crate::redis::RedisKeys::of_read_write(name);
                 let sem = crate::redis::RedisKeys::of_semaphore(name);
-                let (r, op) = crate::redis::status::RedisStatusRead::start(&keys, &rw, &sem);
+                let (r, op) = crate::redis::status::RedisStatusRead::start(&keys, &rw, &sem, self.config.cluster);
                 (StatusRead::Redis(r), op)
             }
             Backend::ZooKeeper => {

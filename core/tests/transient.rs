@@ -312,3 +312,50 @@ fn a_refused_zookeeper_try_still_deletes_the_node_its_lost_create_made() {
     }
     panic!("the node was never deleted");
 }
+
+/// Answers every command the machine sends with no answer at all, following
+/// its timers, until `until` (ms).
+fn unanswered_until(m: &mut LockMachine, until: u64) {
+    loop {
+        while let Some(cmd) = m.poll_command() {
+            m.handle_reply(at(now()), cmd.id, Reply::Failed(TransportError { message: "timed out".into() }));
+        }
+        match m.poll_timeout() {
+            Some(t) if t.as_millis() < until => {
+                set_now(t.as_millis());
+                m.handle_timeout(t);
+            }
+            _ => return,
+        }
+    }
+}
+
+/// Issue 46: a waiter that gives up keeps sending LEAVE until nothing of
+/// its can be left on the server. A release's handoff may grant it from its
+/// queue entry until that entry expires (a waiter TTL after its last
+/// refresh), and that grant lives a lease from then: so the LEAVE is moot
+/// only after the lease and the waiter TTL together, not the longer of them.
+#[test]
+fn a_waiter_that_gave_up_retries_its_leave_for_the_waiter_ttl_plus_the_lease() {
+    set_now(0);
+    let mut m = redis_machine();
+    let owner = OwnerId(1);
+    let ticket = m.acquire(at(0), owner, AcquireOptions::default(), Nonce(2)).unwrap();
+    let acquire = m.poll_command().expect("acquire");
+    // Busy, and we are queued first in line (the lock's TTL 20 s).
+    m.handle_reply(
+        at(0),
+        acquire.id,
+        Reply::Redis(RedisValue::Array(vec![RedisValue::Int(0), RedisValue::Int(20_000), RedisValue::Int(1)])),
+    );
+    assert!(m.cancel(at(0), ticket));
+    let (lease, waiter_ttl) = (30_000, 30_000);
+    // Unanswered until well past the longer of the two (retries back off to
+    // 2 s at most): a handoff at 29.9 s would hold the lock until 59.9 s,
+    // so the machine must still be at it.
+    set_now(0);
+    unanswered_until(&mut m, lease.max(waiter_ttl) + 5_000);
+    assert!(m.has_server_work(), "gave up on its LEAVE at {} ms, while a handoff's grant could live on", now());
+    unanswered_until(&mut m, lease + waiter_ttl + 5_000);
+    assert!(!m.has_server_work(), "still sending LEAVE at {} ms, past the lease and the waiter TTL", now());
+}

@@ -103,6 +103,45 @@ impl Zk {
         (owner, t)
     }
 
+    /// Client `c` asks as [`Self::acquire`] does, but nothing is sent yet:
+    /// [`Self::settle_interleaved`] runs several such asks side by side.
+    fn start(&mut self, c: usize, total: u32, count: u32, no_wait: bool) -> (OwnerId, Ticket) {
+        let owner = OwnerId::fresh();
+        self.next_nonce += 1;
+        let opts = AcquireOptions { permits: Some(PermitRequest { total, count }), no_wait, ..Default::default() };
+        let name = LockName::new(SEM).unwrap();
+        let t = self.tables[c].acquire(T0, &name, LockMode::Semaphore, owner, opts, Nonce(self.next_nonce)).unwrap();
+        (owner, t)
+    }
+
+    /// As [`Self::settle`], but one request per client per round, so the
+    /// clients' requests interleave on the server as concurrent ones do.
+    fn settle_interleaved(&mut self) {
+        loop {
+            let mut any = false;
+            for c in 0..self.tables.len() {
+                while let Some(out) = self.tables[c].poll_output() {
+                    match out {
+                        Output::Event { event, .. } => self.events[c].push(event),
+                        Output::Command(cmd) => {
+                            any = true;
+                            self.sent[c].push(cmd.op.clone());
+                            let mut fired = Vec::new();
+                            let reply = self.zk.apply(c, self.sessions[c], cmd.id, &cmd.op, &mut fired);
+                            self.tables[c].handle_reply(T0, cmd.id, reply);
+                            self.deliver(fired);
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if !any {
+                return;
+            }
+        }
+    }
+
     fn release(&mut self, c: usize, owner: OwnerId) {
         let _ = self.tables[c].release(T0, SEM, LockMode::Semaphore, owner, None).unwrap();
         self.settle();
@@ -261,6 +300,40 @@ fn a_try_without_room_leaves_nothing() {
     assert_eq!(z.children("leases").len(), 2, "the try's lease is left: {:?}", z.children("leases"));
     assert!(z.children("locks").is_empty(), "the try's mutex node is left");
     assert_eq!(z.tables[1].lock_count(), 0);
+}
+
+/// Issue 46, item 6: a try without waiting fails only when too few permits
+/// are free, never because another acquirer holds the internal mutex
+/// (CPython's `BoundedSemaphore.acquire(blocking=False)` is the reference).
+/// 4 permits, 1 held, ten tries at once: exactly the 3 free are granted, and
+/// the seven others fail with WouldBlock leaving nothing on the server.
+#[test]
+fn tries_at_once_get_every_free_permit() {
+    let mut z = Zk::new(11);
+    let (held, _) = z.acquire(0, 4, 1, false);
+    assert!(z.hold(0, held).is_some());
+    let tries: Vec<(usize, OwnerId, Ticket)> = (1..=10)
+        .map(|c| {
+            let (owner, ticket) = z.start(c, 4, 1, true);
+            (c, owner, ticket)
+        })
+        .collect();
+    z.settle_interleaved();
+    let granted = tries.iter().filter(|(c, owner, _)| z.hold(*c, *owner).is_some()).count();
+    let refused: Vec<Option<Error>> =
+        tries.iter().filter(|(c, owner, _)| z.hold(*c, *owner).is_none()).map(|(c, _, t)| z.failed(*c, *t)).collect();
+    assert_eq!(granted, 3, "3 of 4 permits were free; failures: {refused:?}");
+    assert!(refused.iter().all(|e| *e == Some(Error::WouldBlock)), "{refused:?}");
+    assert_eq!(z.children("leases").len(), 4, "{:?}", z.children("leases"));
+    assert!(z.children("locks").is_empty(), "a try left its mutex node: {:?}", z.children("locks"));
+    for (c, owner, _) in tries {
+        if z.hold(c, owner).is_some() {
+            z.release(c, owner);
+        }
+    }
+    z.release(0, held);
+    assert!(z.children("leases").is_empty());
+    assert_eq!(z.zk.live_watches(), 0, "watches left behind");
 }
 
 /// A client with another number of permits is refused before it creates

@@ -67,6 +67,8 @@ impl Client {
                 config.acknowledge_replicas(Some(target.replicas), 0, opts.request_timeout);
                 // Redisson's cluster default (sharded pub/sub): its waiters hear only SPUBLISH.
                 config.shard_release = true;
+                // Every key of one script in one slot: names that cannot be are refused in core.
+                config.cluster = true;
                 Box::new(transport)
             }
             Endpoint::Zk { connect, auth, tls, ca, addr } => {

@@ -656,6 +656,85 @@ async fn a_granted_waiter_leaves_no_subscription_on_any_node() {
     waiter.close().await;
 }
 
+/// Issue 46, item 5: a read-write lock or a semaphore of every brace shape
+/// on the cluster is either granted (all its keys, Redisson's included, in
+/// the lock key's slot) or refused at once with `InvalidName` when
+/// Redisson's keys of the name would be in another slot (`a{`, `a}`,
+/// `a{}b`), leaving nothing on the server; never a CROSSSLOT turned into a
+/// protocol error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn read_write_locks_and_semaphores_of_every_brace_shape_are_placed_or_refused() {
+    use polylock_core::redis::keys::redisson_keys_share_the_slot;
+    use polylock_core::redis::RedisKeys;
+    use polylock_core::LockName;
+    let Some(url) = cluster_url() else { return };
+    let _shared = KEYSPACE.read().await;
+    let c = cluster_client(&url).await;
+    let mut raw = raw_cluster(&url).await;
+    let w = Watch::new(&url, "read_write_locks_and_semaphores_of_every_brace_shape_are_placed_or_refused");
+    let prefix = format!("bs{}-", std::process::id());
+    let (mut placed, mut refused) = (0, 0);
+    for shape in brace_shaped_names() {
+        let name = format!("{prefix}{shape}");
+        let n = LockName::new(&name).unwrap();
+        let fits = redisson_keys_share_the_slot(&n);
+        let rw = c.rw_lock(&name).unwrap();
+        let sem = c.semaphore(&name, 2).unwrap();
+        for what in ["read", "write", "permits"] {
+            let outcome: Result<(), Error> = match what {
+                "read" => w.on("read acquire", &name, async { rw.read().acquire().await?.release().await }).await,
+                "write" => w.on("write acquire", &name, async { rw.write().acquire().await?.release().await }).await,
+                _ => w.on("semaphore acquire", &name, async { sem.acquire(1).await?.release().await }).await,
+            };
+            match outcome {
+                Ok(()) => {
+                    assert!(fits, "{name:?}: {what} granted, yet Redisson's keys are in another slot");
+                    placed += 1;
+                }
+                Err(Error::InvalidName(why)) if !fits => {
+                    assert!(why.contains("hash tag"), "{name:?}: {why}");
+                    refused += 1;
+                }
+                other => panic!("{name:?}: {what}: {other:?} (Redisson's keys in the lock key's slot: {fits})"),
+            }
+        }
+        if !fits {
+            let rw_keys = RedisKeys::of_read_write(&n);
+            let sem_keys = RedisKeys::of_semaphore(&n);
+            let mut ours = vec![rw_keys.lock(), rw_keys.fence(), rw_keys.queue(), rw_keys.queue_deadline()];
+            ours.extend([sem_keys.queue(), sem_keys.queue_deadline(), sem_keys.permit_total().unwrap()]);
+            for key in ours {
+                let n: i64 = redis::cmd("EXISTS").arg(key).query_async(&mut raw).await.unwrap();
+                assert_eq!(n, 0, "{name:?} was refused but left {key:?}");
+            }
+        }
+    }
+    assert!(placed > 0 && refused > 0, "placed {placed}, refused {refused}");
+    c.close().await;
+}
+
+/// `status` reads the mutex's, the read-write lock's and the semaphore's
+/// keys of a name in one script: on the cluster it answers for a name of
+/// every brace shape, held or free, never CROSSSLOT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_answers_for_names_of_every_brace_shape() {
+    let Some(url) = cluster_url() else { return };
+    let _shared = KEYSPACE.read().await;
+    let c = cluster_client(&url).await;
+    let w = Watch::new(&url, "status_answers_for_names_of_every_brace_shape");
+    let prefix = format!("st{}-", std::process::id());
+    for shape in brace_shaped_names().into_iter().filter(|n| !n.starts_with("order")) {
+        let name = format!("{prefix}{shape}");
+        let free = w.on("status", &name, c.status(&name)).await;
+        assert!(matches!(&free, Ok(s) if !s.held), "{name:?} free: {free:?}");
+        let g = w.on("acquire", &name, c.lock(&name).unwrap().acquire()).await.unwrap();
+        let held = w.on("status", &name, c.status(&name)).await;
+        assert!(matches!(&held, Ok(s) if s.held), "{name:?} held: {held:?}");
+        w.on("release", &name, g.release()).await.unwrap();
+    }
+    c.close().await;
+}
+
 /// `scripts/services` with this environment (the cluster's ports and state directory).
 fn services(args: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services");

@@ -375,3 +375,142 @@ async fn redis_handoff_and_a_redisson_reader() {
     assert_eq!(count, Some(2), "our reader's release touched Redisson's hold");
     let _: i64 = redis::cmd("DEL").arg(&name).query_async(&mut raw).await.unwrap();
 }
+
+/// A Redisson-shaped reader's hold: field `field` with count 1 and its
+/// timeout key, both living `ms`.
+async fn redisson_reader(raw: &mut redis::aio::MultiplexedConnection, name: &str, field: &str, ms: i64) {
+    let _: () = redis::pipe()
+        .cmd("HSET")
+        .arg(name)
+        .arg("mode")
+        .arg("read")
+        .arg(field)
+        .arg(1)
+        .ignore()
+        .cmd("SET")
+        .arg(format!("{{{name}}}:{field}:rwlock_timeout:1"))
+        .arg(1)
+        .arg("PX")
+        .arg(ms)
+        .ignore()
+        .query_async(raw)
+        .await
+        .unwrap();
+}
+
+/// Redisson's read unlock of a reader holding once (RedissonReadLock's
+/// script): its field and key go, the hash lives as long as the longest
+/// remaining reader's timeout key, and with none alive it is deleted and
+/// `0` published on `redisson_rwlock:{name}`.
+const REDISSON_READ_UNLOCK: &str = r#"
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2] .. ':' .. ARGV[1] .. ':rwlock_timeout:1')
+local max = -3
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local n = tonumber(redis.call('HGET', KEYS[1], f))
+  if type(n) == 'number' then
+    for i = n, 1, -1 do
+      max = math.max(max, redis.call('PTTL', KEYS[2] .. ':' .. f .. ':rwlock_timeout:' .. i))
+    end
+  end
+end
+if max > 0 then
+  redis.call('PEXPIRE', KEYS[1], max)
+  return 0
+end
+if redis.call('HGET', KEYS[1], 'mode') == 'write' then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', KEYS[3], '0')
+return 1
+"#;
+
+/// Issue 46, item 4: a Redisson reader's renewal sets every reader's
+/// timeout key to its own watchdog time; once ours ran out, a Redisson
+/// reader's unlock judges our reader dead and lets a writer in. Our
+/// renewal must make the key again and tell our reader it lost the lock,
+/// so a waiting writer is never granted before our reader is told. (The
+/// key running out is done here by deleting it; our lease is 3 s, renewed
+/// every second.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_reader_whose_timeout_key_ran_out_is_told_before_a_writer_gets_in() {
+    let url = redis_url();
+    let name = unique("rw-watchdog");
+    let ours = client_with(&url, polylock::ClientOptions { lease: Duration::from_secs(3), ..Default::default() }).await;
+    let writer = client(&url).await;
+    let mut raw = raw_redis(&url).await;
+    let redisson = "3f1c9a7e-0000-4000-8000-000000000002:1";
+    redisson_reader(&mut raw, &name, redisson, 30_000).await;
+    let rw = ours.rw_lock(&name).unwrap();
+    let reader = rw.read().acquire().await.unwrap();
+    let key = format!("{{{name}}}:{}:rwlock_timeout:1", rw.read().holder_id(reader.owner()));
+    let w = writer.rw_lock(&name).unwrap();
+    let waiting = tokio::spawn(async move { w.write().try_acquire(Duration::from_secs(20)).await });
+    // The Redisson watchdog's doing: our key ran out while our field holds.
+    let _: i64 = redis::cmd("DEL").arg(&key).query_async(&mut raw).await.unwrap();
+    // Our next renewal (within a second) tells us; without the fix it never does.
+    let told = tokio::time::timeout(Duration::from_secs(5), reader.lost()).await;
+    // The Redisson reader unlocks: with our key gone it would free the lock.
+    let _: i64 = redis::Script::new(REDISSON_READ_UNLOCK)
+        .key(&name)
+        .key(format!("{{{name}}}"))
+        .key(format!("redisson_rwlock:{{{name}}}"))
+        .arg(redisson)
+        .invoke_async(&mut raw)
+        .await
+        .unwrap();
+    let granted = tokio::time::timeout(Duration::from_secs(10), waiting).await.unwrap().unwrap().unwrap();
+    let told_at_grant = reader.lost_reason();
+    assert!(granted.is_some(), "the writer was never granted");
+    assert!(told_at_grant.is_some(), "a writer was granted while our reader still believed it held the lock");
+    assert!(told.is_ok(), "our reader was not told within 5 s");
+    drop(granted);
+    let _ = reader.release().await;
+    writer.close().await;
+    ours.close().await;
+}
+
+/// Issue 46: a reader that crashed leaves its field in the hash, and its
+/// timeout key runs out. The last live reader's release removes it, as
+/// Redisson's read unlock does, so a waiting writer is granted at once, not
+/// when the hash's expiry (the longest lease) passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_crashed_readers_field_goes_with_the_last_live_reader() {
+    let url = redis_url();
+    let name = unique("rw-crashed");
+    let (a, b) = (client(&url).await, client(&url).await);
+    let mut raw = raw_redis(&url).await;
+    let reader = a.rw_lock(&name).unwrap().read().acquire().await.unwrap();
+    // A crashed reader: its field, and no timeout key any more.
+    let _: i64 = redis::cmd("HSET")
+        .arg(&name)
+        .arg("3f1c9a7e-0000-4000-8000-000000000003:1")
+        .arg(1)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let w = b.rw_lock(&name).unwrap();
+    let waiting =
+        tokio::spawn(
+            async move { w.write().try_acquire(Duration::from_secs(10)).await.map(|g| g.map(|g| g.into_token())) },
+        );
+    let queue = format!("polylock_rwqueue:{{{name}}}");
+    let queued = eventually(Duration::from_secs(5), || {
+        let (mut raw, queue) = (raw.clone(), queue.clone());
+        async move { redis::cmd("ZCARD").arg(&queue).query_async::<i64>(&mut raw).await.unwrap() == 1 }
+    })
+    .await;
+    assert!(queued, "the writer did not queue");
+    reader.release().await.unwrap();
+    let granted = tokio::time::timeout(Duration::from_secs(3), waiting).await;
+    assert!(
+        matches!(granted, Ok(Ok(Ok(Some(_))))),
+        "the writer was not granted within 3 s of the last live reader's release: {granted:?}"
+    );
+    a.close().await;
+    b.close().await;
+    assert!(
+        eventually(Duration::from_secs(5), || async { redis_leftovers(&url, &name).await.is_empty() }).await,
+        "left behind: {:?}",
+        redis_leftovers(&url, &name).await
+    );
+}

@@ -84,6 +84,55 @@ async fn permits_are_counted_k_at_a_time() {
     }
 }
 
+/// Issue 46, item 6: a try without waiting fails only when too few permits
+/// are free (CPython's `BoundedSemaphore.acquire(blocking=False)`). 4
+/// permits, 1 held, ten clients try at once: the 3 free are all granted, on
+/// ZooKeeper too, where each acquirer holds Curator's internal mutex for a
+/// few round trips.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_tries_at_once_get_every_free_permit() {
+    for (backend, url) in semaphore_backends() {
+        let name = unique("sem-tries");
+        let holder = client(&url).await;
+        let held = holder
+            .semaphore(&name, 4)
+            .unwrap()
+            .try_acquire(1, Duration::ZERO)
+            .await
+            .unwrap()
+            .expect("a fresh semaphore");
+        let mut clients = Vec::new();
+        for _ in 0..10 {
+            clients.push(client(&url).await);
+        }
+        let barrier = Arc::new(tokio::sync::Barrier::new(clients.len()));
+        let tries: Vec<_> = clients
+            .iter()
+            .map(|c| {
+                let (sem, barrier) = (c.semaphore(&name, 4).unwrap(), barrier.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    sem.try_acquire(1, Duration::ZERO).await
+                })
+            })
+            .collect();
+        let mut granted = Vec::new();
+        for t in tries {
+            if let Some(p) = t.await.unwrap().unwrap() {
+                granted.push(p);
+            }
+        }
+        assert_eq!(granted.len(), 3, "{backend}: 3 of 4 permits were free");
+        assert_eq!(counts(backend, &url, &name).await, (0, 4), "{backend}");
+        for p in granted {
+            p.release().await.unwrap();
+        }
+        held.release().await.unwrap();
+        assert_eq!(counts(backend, &url, &name).await, (4, 0), "{backend}: every permit back");
+        assert!(queue_left(backend, &url, &name).await.is_empty(), "{backend}: queue left behind");
+    }
+}
+
 /// A blocking acquire that its caller interrupts (Java's interrupt and
 /// Python's Ctrl-C end in `Sliced::cancel`) returns only once the server
 /// holds nothing of it: right after, its queue entry (ZooKeeper: its mutex

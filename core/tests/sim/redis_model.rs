@@ -454,13 +454,34 @@ impl RedisModel {
         if held {
             let Some(Value::Hash(h)) = self.live(now, lock) else { unreachable!() };
             h.remove(field.as_str());
-            let others: Vec<&String> = h.keys().filter(|f| *f != "mode").collect();
-            let writers = others.iter().filter(|f| f.ends_with(":write")).count();
-            let none = others.is_empty();
-            if none {
+        }
+        // Readers none of whose timeout keys is alive go (a mode'd hash only).
+        let mut pruned = false;
+        let (mut writers, mut others) = (0, 0);
+        if self.rw_mode(now, lock).is_some() {
+            let Some(Value::Hash(h)) = self.live(now, lock) else { unreachable!() };
+            let fields: Vec<(String, i64)> =
+                h.iter().filter(|(f, _)| *f != "mode").map(|(f, n)| (f.clone(), *n)).collect();
+            for (f, n) in fields {
+                let writer = f.ends_with(":write");
+                let alive =
+                    writer || (1..=n.max(1)).any(|i| self.exists(now, &format!("{base}:{f}:rwlock_timeout:{i}")));
+                writers += writer as usize;
+                if alive {
+                    others += 1;
+                } else {
+                    let Some(Value::Hash(h)) = self.live(now, lock) else { unreachable!() };
+                    h.remove(&f);
+                    pruned = true;
+                }
+            }
+        }
+        if held || pruned {
+            if others == 0 {
                 self.keys.remove(lock);
                 self.releases += 1;
             } else if writers == 0 {
+                let Some(Value::Hash(h)) = self.live(now, lock) else { unreachable!() };
                 h.insert("mode".into(), 1);
             }
         }
@@ -494,7 +515,7 @@ impl RedisModel {
                 handed = true;
             }
         }
-        if held && !handed && !self.exists(now, lock) {
+        if (held || pruned) && !handed && !self.exists(now, lock) {
             let message = if reading { "0" } else { "1" };
             publish.push((channel.clone(), message.into()));
             if let Some(shard) = a.get(4).filter(|c| !c.is_empty()) {
@@ -509,13 +530,17 @@ impl RedisModel {
         if !self.hexists(now, &k[0], &a[0]) {
             return RedisValue::Int(0);
         }
-        if a[2] == "read" {
+        let mut kept = 1;
+        if a[2] == "read" && !self.exists(now, &k[1]) {
+            self.keys.insert(k[1].clone(), (Value::Counter(1), Some(now + lease)));
+            kept = 0;
+        } else if a[2] == "read" {
             self.pexpire(now, &k[1], lease);
         }
         if self.pttl(now, &k[0]) < lease as i64 {
             self.pexpire(now, &k[0], lease);
         }
-        RedisValue::Int(1)
+        RedisValue::Int(kept)
     }
 
     // ---- the semaphore's scripts (sem_scripts.rs), line for line -------

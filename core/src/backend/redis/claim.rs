@@ -110,7 +110,8 @@ pub(crate) struct RedisClaim {
     /// lease is counted from.
     queued_since: Option<Instant>,
     /// When giving up: the moment after which nothing of ours can remain on
-    /// the server (lease and queue entry both expired), so retries stop.
+    /// the server (our queue entry expired, and with it any grant a handoff
+    /// made from it), so retries stop.
     give_up_by: Option<Instant>,
     timers: Timers,
     backoff: Backoff,
@@ -812,7 +813,10 @@ impl Claim for RedisClaim {
         }
         // Acquired or not, queued or not, in flight or not: LEAVE covers every
         // case, and it runs after anything we sent before on the same connection.
-        self.give_up_by = Some(cx.now.saturating_add(self.terms.lease.max(self.terms.waiter_ttl)));
+        // Our queue entry lives at most a waiter TTL from now, and a
+        // release's handoff may grant us the lock from it until then, for a
+        // lease from the handoff: the sum, not the longer of the two.
+        self.give_up_by = Some(cx.now.saturating_add(self.terms.lease.saturating_add(self.terms.waiter_ttl)));
         self.timers.clear_all();
         self.send_unsubscribe(cx);
         self.send_leave(cx);

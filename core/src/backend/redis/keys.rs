@@ -2,7 +2,7 @@
 //! name itself (Redisson's `getLock(name)` layout); polylock's own keys sit
 //! in the lock key's cluster slot whatever braces the name holds.
 
-use crate::{keyslot, LockName};
+use crate::{keyslot, Error, LockMode, LockName};
 
 /// The keys and the release channel of one lock, computed once per lock
 /// (a name with a `}` may need a search for its tag).
@@ -145,6 +145,44 @@ impl RedisKeys {
     }
 }
 
+/// Redis Cluster: whether Redisson's own keys of a read-write lock or a
+/// semaphore named `name` (a reader's `suffixName(name, ..)` timeout key,
+/// the semaphore's `{name}:timeout`) hash to the lock key's slot, whatever
+/// follows the name in them. They do for a name without braces (`{name}`
+/// is the tag and the lock key hashes the whole name) and for a name with a
+/// hash tag of its own (every key starts with the name, so the tag is
+/// found in it first). They do not for a name with braces but no tag
+/// (`a{`, `a}`, `a{}b`, `}{`): Redisson's keys then hash a text of their
+/// own, or the name's part before its `}`, and a script naming them and
+/// the lock fails with CROSSSLOT.
+pub fn redisson_keys_share_the_slot(name: &LockName) -> bool {
+    let name = name.as_str();
+    !name.contains(['{', '}']) || keyslot::hash_tag(name).is_some()
+}
+
+/// Redis Cluster: refuses a read-write lock or a semaphore whose Redisson
+/// keys would sit in another slot than the lock key (see
+/// [`redisson_keys_share_the_slot`]), before anything reaches the server.
+/// Placing them elsewhere is no way out: Redisson reads and writes those
+/// exact keys (a Redisson reader's unlock judges our readers by their
+/// timeout keys), and Redisson itself cannot use such a name on a cluster.
+/// A mutex has no such key: every name is placed.
+pub fn refuse_split_keys_on_a_cluster(name: &LockName, mode: LockMode) -> Result<(), Error> {
+    let primitive = match mode {
+        LockMode::Read | LockMode::Write => "read-write lock",
+        LockMode::Semaphore => "semaphore",
+        LockMode::Exclusive => return Ok(()),
+    };
+    if redisson_keys_share_the_slot(name) {
+        return Ok(());
+    }
+    Err(Error::InvalidName(format!(
+        "on a Redis Cluster a {primitive} name with braces needs a non-empty hash tag ('{{tag}}'): the keys \
+         Redisson keeps beside {:?} would be in another slot",
+        name.as_str()
+    )))
+}
+
 /// Redisson's `prefixName`: `prefix:name` when the name holds a `{`, else
 /// `prefix:{name}`.
 fn redisson_prefixed(prefix: &str, name: &str) -> String {
@@ -209,6 +247,50 @@ mod tests {
                 assert_eq!(key_slot(key), slot, "{key:?} is not in the slot of {name:?}");
             }
         }
+    }
+
+    /// Issue 46, item 5: every key of every primitive (the mutex, both
+    /// halves of a read-write lock with readers' timeout keys of several
+    /// fields, the semaphore) hashes to the lock key's slot, or the name is
+    /// refused on a cluster, with `InvalidName`, by the machine itself;
+    /// off a cluster every name is taken (Redisson's keys are only split by
+    /// slots on a cluster).
+    #[test]
+    fn every_key_of_every_primitive_is_in_the_slot_or_the_name_is_refused_on_a_cluster() {
+        use crate::{Backend, LockConfig, LockMachine, Nonce};
+        let mut cluster = LockConfig::new(Backend::Redis);
+        cluster.cluster = true;
+        let mut refused = 0;
+        for name in keyslot::brace_shaped_names() {
+            let n = LockName::new(&name).unwrap();
+            let slot = key_slot(&name);
+            for mode in [LockMode::Exclusive, LockMode::Read, LockMode::Write, LockMode::Semaphore] {
+                let k = match mode {
+                    LockMode::Exclusive => RedisKeys::of(&n),
+                    LockMode::Read | LockMode::Write => RedisKeys::of_read_write(&n),
+                    LockMode::Semaphore => RedisKeys::of_semaphore(&n),
+                };
+                let mut all = vec![k.lock().to_owned(), k.fence().into(), k.queue().into(), k.queue_deadline().into()];
+                for field in ["0c0c0c0c-0000-4000-8000-000000000000:1", "x:2", "reader"] {
+                    all.extend(k.read_timeout(field));
+                }
+                all.extend(k.permit_timeouts().map(str::to_owned));
+                all.extend(k.permit_total().map(str::to_owned));
+                let split: Vec<&String> = all.iter().filter(|key| key_slot(key) != slot).collect();
+                let on_cluster = LockMachine::with_mode(cluster.clone(), n.clone(), mode, Nonce(1));
+                match on_cluster {
+                    Ok(_) => assert!(split.is_empty(), "{name:?} {mode:?}: {split:?} not in the slot of the name"),
+                    Err(Error::InvalidName(why)) => {
+                        assert!(!split.is_empty(), "{name:?} {mode:?} refused, yet every key is in its slot: {why}");
+                        refused += 1;
+                    }
+                    Err(e) => panic!("{name:?} {mode:?}: {e:?}"),
+                }
+                let single = LockMachine::with_mode(LockConfig::new(Backend::Redis), n.clone(), mode, Nonce(1));
+                assert!(single.is_ok(), "{name:?} {mode:?} refused off a cluster: {single:?}");
+            }
+        }
+        assert!(refused > 0);
     }
 
     /// Two names never share a key: a shared queue would let one lock's

@@ -154,7 +154,7 @@ pub static RW_LEAVE: Script = Script {
     name: "polylock_rw_leave",
     sha1: std::sync::OnceLock::new(),
     source: lua!(concat!(
-        "-- polylock rw leave v2\n",
+        "-- polylock rw leave v3\n",
         lua_next_token!(),
         rw_prelude!(),
         r#"
@@ -162,16 +162,34 @@ local held = redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1
 -- Our timeout key, held or not (a lost reader's outlives its hold); only
 -- this owner's claims use it, one at a time.
 if ARGV[6] == 'read' then redis.call('DEL', KEYS[5]) end
-if held then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-  local fields = redis.call('HKEYS', KEYS[1])
-  local writers, others = 0, 0
-  for _, f in ipairs(fields) do
+if held then redis.call('HDEL', KEYS[1], ARGV[1]) end
+-- A reader none of whose timeout keys is alive crashed (or was lost): its
+-- field goes, as Redisson's read unlock judges readers by the same keys;
+-- left, it would keep the lock read until the hash expires. Only in a
+-- read-write lock's hash (one with a mode): a mutex's fields have no keys.
+local pruned = false
+local writers, others = 0, 0
+if redis.call('HEXISTS', KEYS[1], 'mode') == 1 then
+  local h = redis.call('HGETALL', KEYS[1])
+  for i = 1, #h, 2 do
+    local f = h[i]
     if f ~= 'mode' then
-      others = others + 1
-      if string.sub(f, -6) == ':write' then writers = writers + 1 end
+      local alive = string.sub(f, -6) == ':write'
+      if alive then writers = writers + 1 end
+      for n = 1, tonumber(h[i + 1]) or 1 do
+        if alive then break end
+        alive = redis.call('EXISTS', ARGV[7] .. ':' .. f .. ':rwlock_timeout:' .. n) == 1
+      end
+      if alive then
+        others = others + 1
+      else
+        redis.call('HDEL', KEYS[1], f)
+        pruned = true
+      end
     end
   end
+end
+if held or pruned then
   if others == 0 then
     redis.call('DEL', KEYS[1])
   elseif writers == 0 then
@@ -202,7 +220,7 @@ if free or reading then
     hand(m, 'read', field, lease, ARGV[7] .. ':' .. field .. ':rwlock_timeout:1')
   end
 end
-if held and not handed and redis.call('EXISTS', KEYS[1]) == 0 then
+if (held or pruned) and not handed and redis.call('EXISTS', KEYS[1]) == 0 then
   local message = '0'
   if ARGV[6] == 'write' then message = '1' end
   redis.call('PUBLISH', ARGV[2], message)
@@ -219,22 +237,31 @@ return 0
 /// KEYS: lock, our reader timeout key. ARGV: field, lease ms, `read` or
 /// `write`. Extends our hold if our field still holds the lock: the
 /// reader's timeout key to the lease, the hash to at least the lease.
-/// Returns 1, else 0 (we lost it).
+/// Returns 1, else 0 (we lost it). A reader whose field holds but whose
+/// timeout key is gone has lost it too: a Redisson reader's renewal sets
+/// every reader's key to Redisson's watchdog time, and once that ran out a
+/// Redisson reader's unlock judged us dead (it may delete the hash and let
+/// a writer in). The key is made again, so Redisson's unlocks count us
+/// until our leave, and 0 is answered. (So a polylock reader beside
+/// Redisson readers must renew more often than Redisson's
+/// `lockWatchdogTimeout`.)
 pub static RW_RENEW: Script = Script {
     name: "polylock_rw_renew",
     sha1: std::sync::OnceLock::new(),
     source: lua!(
-        r#"-- polylock rw renew v1
+        r#"-- polylock rw renew v2
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
-if ARGV[3] == 'read' then
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+local kept = 1
+if ARGV[3] == 'read' and redis.call('PEXPIRE', KEYS[2], ARGV[2]) == 0 then
+  redis.call('SET', KEYS[2], 1, 'PX', ARGV[2])
+  kept = 0
 end
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-return 1
+return kept
 "#
     ),
 };

@@ -4,7 +4,7 @@ use super::keys::RedisKeys;
 use super::scripts::STATUS;
 use crate::io::{Op, RedisOp, RedisValue, Reply};
 use crate::status::{unexpected, LockStatus, PermitCounts, StatusStep};
-use crate::{Backend, Error};
+use crate::{keyslot, Backend, Error};
 
 /// A status read of one Redis lock.
 #[derive(Debug)]
@@ -13,11 +13,19 @@ pub(crate) struct RedisStatusRead;
 impl RedisStatusRead {
     /// `keys` of the mutex, `rw` of the read-write lock and `sem` of the
     /// semaphore of one name: the status shows whichever holds it.
-    /// `sem`: the semaphore's of the name.
-    pub(crate) fn start(keys: &RedisKeys, rw: &RedisKeys, sem: &RedisKeys) -> (Self, Op) {
+    /// `cluster`: on a Redis Cluster every key of the script must be in the
+    /// lock key's slot. Redisson's permit expiries of a name whose Redisson
+    /// keys are not (`a{}b`: a semaphore of it is refused there, see
+    /// [`super::keys::refuse_split_keys_on_a_cluster`], and Redisson cannot
+    /// make one either) hold nothing: the semaphore's own queue, empty for
+    /// such a name, is read in their place.
+    pub(crate) fn start(keys: &RedisKeys, rw: &RedisKeys, sem: &RedisKeys, cluster: bool) -> (Self, Op) {
+        let slot = keyslot::key_slot(keys.lock());
+        let permit_timeouts =
+            sem.permit_timeouts().map(|t| if cluster && keyslot::key_slot(t) != slot { sem.queue() } else { t });
         let keys = [keys.lock(), keys.fence(), keys.queue(), rw.queue()]
             .into_iter()
-            .chain(sem.permit_timeouts())
+            .chain(permit_timeouts)
             .chain([sem.queue()])
             .chain(sem.permit_total())
             .map(str::to_owned)
@@ -110,6 +118,19 @@ mod tests {
         let st = decode(reply("", -2, 0, 0)).unwrap();
         assert!(!st.held);
         assert_eq!((st.holder, st.fencing_token, st.ttl_ms), (None, None, None));
+    }
+
+    /// A lock held past its first lease: renewals extend the lock, not the
+    /// fencing counter, which expires with the lease of the grant that set
+    /// it (the next grant's token still exceeds it: it takes the server's
+    /// clock). The script reads the missing counter as 0; the status shows
+    /// the holder and no token, never a token of 0.
+    #[test]
+    fn a_held_lock_whose_counter_expired_shows_no_token() {
+        let st = decode(reply("c:1", 900, 0, 0)).unwrap();
+        assert!(st.held);
+        assert_eq!(st.holder.as_deref(), Some("c:1"));
+        assert_eq!(st.fencing_token, None);
     }
 
     #[test]

@@ -25,6 +25,15 @@
 //! - Held: as the mutex claim, session expiry, the disconnection deadline
 //!   and the pause watchdog lose the grant, and so does a lease deleted by
 //!   someone (each lease is watched). Release deletes the leases.
+//! - A try without waiting still queues for the mutex: the mutex is held
+//!   by each acquirer for a few round trips, and a try that failed because
+//!   another was busy with it would fail while permits are free (ten tries
+//!   at once for 3 free permits would get 1). Instead, while it waits for
+//!   the mutex, a try watches `P/leases` and fails once the leases there
+//!   and ours would number more than `N`: then too few permits are free (or
+//!   the mutex holder waits for them, and a try does not pass a waiter).
+//!   So a try fails only for want of permits, as CPython's
+//!   `BoundedSemaphore.acquire(blocking=False)` does.
 //! - If the mutex is lost while we wait (its node deleted, the session in
 //!   doubt), we delete our leases and start over: leases left behind by a
 //!   waiter without the mutex would count against the mutex holder, which
@@ -288,10 +297,36 @@ impl ZkPermitsClaim {
     fn start_mutex(&mut self, cx: &mut Cx<'_>) {
         let parent: Arc<str> = format!("{}/{SEMAPHORE_LOCKS}", self.base).into();
         let nonce = self.identity(0);
-        let mut mutex = ZkClaim::new(parent, ZkRole::Mutex, nonce, self.data.clone(), self.wait, self.down_since);
+        // Always queued: a try decides on the permits (see the module docs).
+        let mut mutex = ZkClaim::new(parent, ZkRole::Mutex, nonce, self.data.clone(), true, self.down_since);
         mutex.begin(cx);
         self.mutex = Some(mutex);
         self.phase = Phase::Locking;
+        if !self.wait {
+            self.send_list(cx, true);
+        }
+    }
+
+    /// A try waiting for the mutex: the leases there now, plus ours, would
+    /// exceed the permits, so the try fails; else it waits on (the list's
+    /// children watch counts again when a lease comes or goes).
+    fn on_list_while_locking(&mut self, cx: &mut Cx<'_>, leases: usize) -> Progress {
+        if leases + self.ask.count as usize > self.ask.total as usize {
+            self.leave(cx);
+            return Progress::Busy;
+        }
+        Progress::Pending
+    }
+
+    /// A try's list and watch of `P/leases` while it waited for the mutex,
+    /// dropped once the mutex is ours (the leases are counted anew then).
+    fn drop_locking_list(&mut self, cx: &mut Cx<'_>) {
+        self.unwatch_children(cx);
+        if let Some((id, watched)) = self.list.take() {
+            if watched {
+                let _ = cx.out.send(ZkOp::Unwatch { watch: id });
+            }
+        }
     }
 
     /// Gives the mutex up; its claim deletes its node in the background.
@@ -324,6 +359,7 @@ impl ZkPermitsClaim {
         match p {
             Progress::Pending | Progress::Finished => Progress::Pending,
             Progress::Granted(_) if self.phase == Phase::Locking && self.goal == Goal::Acquire => {
+                self.drop_locking_list(cx);
                 self.create_leases(cx);
                 Progress::Pending
             }
@@ -527,6 +563,9 @@ impl ZkPermitsClaim {
             }
             other => return unexpected("children", other),
         };
+        if self.phase == Phase::Locking && self.goal == Goal::Acquire {
+            return self.on_list_while_locking(cx, kids.len());
+        }
         let leaving = self.goal == Goal::Leave;
         let all_known = self.leases.iter().all(|l| l.known().is_some());
         for i in (0..self.leases.len()).rev() {
@@ -744,6 +783,10 @@ impl ZkPermitsClaim {
     fn on_retry(&mut self, cx: &mut Cx<'_>) {
         match self.phase {
             Phase::Permits { req: None, .. } => self.send_permits_read(cx),
+            // A try's count of the leases while it waits for the mutex.
+            Phase::Locking if !self.wait && self.list.is_none() && self.children_watch.is_none() => {
+                self.send_list(cx, true)
+            }
             Phase::Leasing => {
                 for i in 0..self.leases.len() {
                     if let LeaseState::Reading { name, req: None } = self.leases[i].state.clone() {
@@ -829,6 +872,11 @@ impl ZkPermitsClaim {
                 self.phase = Phase::Leasing;
                 self.send_list(cx, true);
             }
+            // A try waiting for the mutex counts the leases again.
+            Phase::Locking if !self.wait && self.list.is_none() => {
+                self.unwatch_children(cx);
+                self.send_list(cx, true);
+            }
             _ => {
                 self.own.clear(Timer::Retry);
                 self.on_retry(cx);
@@ -891,6 +939,8 @@ impl Claim for ZkPermitsClaim {
                 self.children_watch = None;
                 if self.phase == Phase::Waiting {
                     self.phase = Phase::Leasing;
+                    self.send_list(cx, true);
+                } else if self.phase == Phase::Locking && !self.wait && self.list.is_none() {
                     self.send_list(cx, true);
                 }
             } else if self.leases.iter().any(|l| l.watch == Some(id)) {
