@@ -61,7 +61,7 @@ func (b *builder) done() []*Partition {
 		p := b.parts[k]
 		var last int64
 		for _, op := range p.Ops {
-			last = max(last, op.Call, op.Return)
+			last = later(later(last, op.Call), op.Return)
 		}
 		for i := range p.Ops {
 			if p.Ops[i].Return == infinite {
@@ -145,7 +145,7 @@ func MutexPartitions(events []Event) []*Partition {
 				continue
 			}
 			key = ev.Backend + " " + ev.Lock
-			lastSeen = max(lastSeen, ev.TNs)
+			lastSeen = later(lastSeen, ev.TNs)
 			if ev.Op == "lost" {
 				if holding {
 					b.add(key, c, MutexInput{Op: Expire}, MutexOutput{Known: true, Ok: true}, granted+1, ev.TNs)
@@ -160,7 +160,7 @@ func MutexPartitions(events []Event) []*Partition {
 			if i+1 < len(evs) && evs[i+1].Kind == "return" && evs[i+1].Op == ev.Op {
 				ret = &evs[i+1]
 				i++
-				lastSeen = max(lastSeen, ret.TNs)
+				lastSeen = later(lastSeen, ret.TNs)
 			}
 			if ev.Op == "acquire" {
 				if ev.Permits != nil {
@@ -209,4 +209,12 @@ func MutexPartitions(events []Event) []*Partition {
 		}
 	}
 	return b.done()
+}
+
+// later is max for times (the module builds with Go 1.19, Debian 12's).
+func later(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
 }

@@ -65,7 +65,10 @@ func explain(model porcupine.Model, p *Partition, info porcupine.LinearizationIn
 		states = append(states, next)
 	}
 	fmt.Fprintf(&b, "linearizable up to %d of %d operations; the last of them, in that order:\n", len(best), len(p.Ops))
-	from := max(0, len(best)-6)
+	from := len(best) - 6
+	if from < 0 {
+		from = 0
+	}
 	for i := from; i < len(best); i++ {
 		fmt.Fprintf(&b, "    %s\n", describe(model, p, best[i]))
 	}
@@ -79,7 +82,9 @@ func explain(model porcupine.Model, p *Partition, info porcupine.LinearizationIn
 	for i, op := range p.Ops {
 		if !done[i] {
 			rest = append(rest, i)
-			earliest = min(earliest, op.Return)
+			if op.Return < earliest {
+				earliest = op.Return
+			}
 		}
 	}
 	sort.Slice(rest, func(a, c int) bool { return p.Ops[rest[a]].Call < p.Ops[rest[c]].Call })
