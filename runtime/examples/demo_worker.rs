@@ -85,7 +85,16 @@ async fn main() {
     let backend = if url.starts_with("zk") { "zookeeper" } else { "redis" };
     let resource = format!("demo:resource:{backend}:{name}");
     let script = redis::Script::new(include_str!("../../demo/resource.lua"));
-    let mut r = redis::Client::open(resource_url.as_str()).unwrap().get_multiplexed_async_connection().await.unwrap();
+    // No response timeout on the resource: a worker paused (SIGSTOP) while its
+    // read or write is in flight must learn that access's answer when it runs
+    // again, as the other languages' clients do, not die of a timeout with an
+    // access whose outcome nobody knows.
+    let resource_config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
+    let mut r = redis::Client::open(resource_url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection_with_config(&resource_config)
+        .await
+        .unwrap();
     let pid = std::process::id();
     let mut history = History::open(&id, backend, &name, &resource);
 
