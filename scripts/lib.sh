@@ -45,3 +45,26 @@ start_services_if_needed() {
     eval "$exports"
     on_exit "\"$ROOT/scripts/services\" stop >/dev/null 2>&1"
 }
+
+# Go, for tests/history's histcheck (the Porcupine check of the workers'
+# histories): from PATH, /usr/local/go, or else Debian's golang-go (1.19,
+# which the module is written for) installed with apt-get when root.
+ensure_go() {
+    command -v go >/dev/null 2>&1 && return 0
+    if [[ -x /usr/local/go/bin/go ]]; then
+        export PATH="$PATH:/usr/local/go/bin"
+        return 0
+    fi
+    [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1 ||
+        die "go not found: install Go (Debian: apt-get install golang-go) for tests/history's histcheck"
+    say "installing golang-go with apt-get (for tests/history's histcheck)"
+    { apt-get -o DPkg::Lock::Timeout=300 update -q &&
+        DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q golang-go; } >&2 ||
+        die "apt-get install golang-go failed"
+}
+
+# Builds tests/history's histcheck as $1 (Porcupine comes from the Go module proxy).
+build_histcheck() {
+    ensure_go
+    (cd "$ROOT/tests/history" && go build -o "$1" ./cmd/histcheck) || die "could not build tests/history's histcheck"
+}

@@ -56,8 +56,20 @@ a stale token; the resource's count equals the accepted writes; every
 recovery within its bound. Overlapping critical sections are counted and
 reported (a paused holder overlaps its successor: fencing is what saves it).
 
-Writes a Markdown table to tests/faults/RESULTS.md and prints it. Exit 0 if
-every check holds. Needs POLYLOCK_TEST_REDIS, POLYLOCK_TEST_REDIS2,
+Histories: every worker records its operations (acquire invoked and
+returned with its token, each fenced read and write attempted and accepted
+or refused, each loss it was told of, release) in a directory per row
+(POLYLOCK_HISTORY_DIR); at the end of each row tests/history's histcheck
+checks them with Porcupine against the fenced-register model (every row that
+writes the resource) and the mutual-exclusion model (every row: a lock has
+one place, the semaphore SEM_PERMITS; a holder past the limit must have been
+told it lost its grant). A violation fails the row and prints the minimal
+failing history; the histories of a failed run are kept.
+
+Prints a Markdown table (and writes it to a temporary file, or --out). The
+long mode (--long: 200 trials per row, failover rows included) alone writes
+tests/faults/RESULTS.md, so that a normal run leaves the tree clean. Exit 0
+if every check holds. Needs POLYLOCK_TEST_REDIS, POLYLOCK_TEST_REDIS2,
 POLYLOCK_TEST_ZK and POLYLOCK_TEST_ZK_ENSEMBLE (scripts/services start
 --ensemble --redis2); the failover rows POLYLOCK_TEST_SENTINEL and
 POLYLOCK_TEST_CLUSTER (--sentinel --cluster).
@@ -67,9 +79,11 @@ import argparse
 import json
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from itertools import pairwise
@@ -90,6 +104,9 @@ REPLICA_HOLD_MS = 1200
 REPLICA_SPELL_S = 2.0
 # The semaphore row: permits of one semaphore, fewer than the workers.
 SEM_PERMITS = 2
+# The long mode's trials per row, failover rows included.
+LONG_TRIALS = 200
+RESULTS = os.path.join(ROOT, "tests", "faults", "RESULTS.md")
 
 
 def now_ns():
@@ -118,7 +135,10 @@ class Worker:
         ]
         if pool.permits:
             args += ["--permits", str(pool.permits)]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        env = {**os.environ, "POLYLOCK_HISTORY_DIR": pool.history_dir}
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1, env=env
+        )
         self.pid = self.proc.pid
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -151,9 +171,11 @@ class Worker:
 class Pool:
     """Workers of every language contending on one lock on one server."""
 
-    def __init__(self, backend, url, langs, resource_url, hold_ms=HOLD_MS, permits=None):
+    def __init__(self, backend, url, langs, resource_url, history_dir, hold_ms=HOLD_MS, permits=None):
         self.backend, self.url, self.resource_url = backend, url, resource_url
         self.hold_ms, self.permits = hold_ms, permits
+        self.history_dir = history_dir
+        os.makedirs(history_dir, exist_ok=True)
         self.lock = f"faults/{backend.replace(' ', '-')}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
         self.resource = f"demo:resource:{'zookeeper' if url.startswith('zk') else 'redis'}:{self.lock}"
         self.events = queue.Queue()
@@ -282,15 +304,41 @@ class Result:
         self.faults_ns = []  # failover rows: when each fault was injected (monotonic ns)
         self.skipped = None
         self.seconds = 0.0
+        self.checker = "-"  # histcheck's verdict per model
+
+    def check_history(self, histcheck, history_dir, models):
+        """Runs histcheck (Porcupine) over the row's histories; a violation,
+        an undecided check or a missing history fails the row."""
+        try:
+            out = subprocess.run(
+                [histcheck, "-models", models, history_dir], capture_output=True, text=True, timeout=1800, check=False
+            )
+            text, failed = out.stdout + out.stderr, out.returncode != 0
+        except subprocess.TimeoutExpired:
+            text, failed = "histcheck did not finish within 30 minutes\n", True
+        verdicts = {}
+        for line in text.splitlines():
+            if line.startswith("histcheck ") and ": " in line:
+                model = line.split()[1]
+                state = line.rsplit(": ", 1)[1].split()[0]
+                if verdicts.get(model) in (None, "linearizable"):
+                    verdicts[model] = state
+        short = {"linearizable": "ok", "VIOLATION": "VIOLATION", "UNDECIDED": "undecided"}
+        self.checker = ", ".join(f"{m} {short.get(v, v)}" for m, v in sorted(verdicts.items())) or "no history"
+        if failed:
+            self.failures.append(f"histcheck ({self.checker}), see {history_dir}")
+            print(text, end="", flush=True)
+        return failed
 
     def row(self):
         if self.skipped:
-            return f"| {self.fault} | {self.backend} | 0 | - | - | - | - | - | - | skipped ({self.skipped}) |"
+            return f"| {self.fault} | {self.backend} | 0 | - | - | - | - | - | - | - | skipped ({self.skipped}) |"
         worst = f"{max(self.recoveries) / 1e6:.0f}" if self.recoveries else "-"
         lost = "-" if self.lacked is None else f"{self.lacked} / {self.told}"
         return (
             f"| {self.fault} | {self.backend} | {self.trials} | {self.stale} | {self.refused} | "
-            f"{self.overlaps} | {lost} | {worst} | {self.seconds:.0f} | {'ok' if not self.failures else 'FAILED'} |"
+            f"{self.overlaps} | {lost} | {worst} | {self.checker} | {self.seconds:.0f} | "
+            f"{'ok' if not self.failures else 'FAILED'} |"
         )
 
 
@@ -320,10 +368,31 @@ def replica_spell(url, primary_url):
     return synced
 
 
+def write_called_after(pool, w, token, t_ns):
+    """Whether worker `w` began its resource write under `token` after
+    `t_ns`, by its recorded history (None: no such write recorded)."""
+    path = os.path.join(pool.history_dir, f"{w.id}-{w.pid}.jsonl")
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                if ev.get("op") == "write" and ev.get("kind") == "call" and ev.get("token") == token:
+                    return ev["t_ns"] > t_ns
+    except OSError:
+        pass
+    return None
+
+
 def run_fault(fault, pool, trials, result, bound_s, lock_port):
     """Runs `trials` trials of one fault on a pool; fills `result`."""
-    for _ in range(trials):
-        got = pool.wait_grant(30)
+    redone = 0
+    while result.trials < trials:
+        # A grant made from now on: one read from the queue could be a
+        # section long over (the reader lags on a busy machine).
+        got = pool.wait_grant(30, after_ns=now_ns())
         if got is None:
             result.failures.append("no grant within 30 s before a trial")
             return
@@ -343,6 +412,13 @@ def run_fault(fault, pool, trials, result, bound_s, lock_port):
             time.sleep(max(0.0, pause - (now_ns() - t0) / 1e9))
             w.signal(signal.SIGCONT)
             rec = pool.wait_record(grant["token"], 15)
+            if rec is not None and not write_called_after(pool, w, grant["token"], t0) and redone < trials:
+                # The pause came after the holder's write had begun (a busy
+                # machine ran the section past the quarter before the
+                # signal): not a paused holder's write, so the trial is run again.
+                result.trials -= 1
+                redone += 1
+                continue
             if rec is None:
                 result.failures.append(f"{w.id}: no record after SIGCONT")
             else:
@@ -391,6 +467,8 @@ def run_fault(fault, pool, trials, result, bound_s, lock_port):
             subprocess.run(["bash", SERVICES, "start-zk", port], capture_output=True, timeout=120, check=False)
         else:
             raise ValueError(fault)
+        if redone:
+            result.notes = [f"{redone} trials run again (paused after the write had begun)"]
         if nxt is None:
             who = f" to {victim.id}" if fault == "cut-acquire" else ""
             result.failures.append(f"trial {result.trials}: no grant{who} within {bound_s} s after the fault")
@@ -498,20 +576,55 @@ def available_workers(only=None):
     return langs
 
 
+# What the Porcupine column means, under every table.
+CHECKER_NOTE = (
+    "Porcupine check: tests/history's histcheck over every worker's recorded operations, per row: "
+    "`fence` is the fenced-register model (a read or write with token t goes through only if no "
+    "greater token went through before; a read returns the count the accepted writes left), "
+    "`mutex` the mutual-exclusion model (one holder of a lock, at most the permits of the semaphore, "
+    "unless the extra holder was told it lost its grant); `ok`: linearizable.\n"
+)
+
+
+def build_histcheck(into):
+    """Builds tests/history's histcheck (Porcupine, from the Go module proxy) into `into`."""
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    binary = os.path.join(into, "histcheck")
+    subprocess.run([go, "build", "-o", binary, "./cmd/histcheck"], cwd=os.path.join(ROOT, "tests", "history"), check=True)
+    return binary
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trials", type=int, default=20, help="trials per fault and backend (default 20)")
+    ap.add_argument(
+        "--trials", type=int, help=f"trials per fault and backend (default 20; {LONG_TRIALS} in the long mode)"
+    )
     ap.add_argument(
         "--failover-trials",
         type=int,
         help="trials per failover row (sentinel-kill, cluster-kill, sentinel-stale-primary; "
-        "default half of --trials; ./scripts/test passes 6 in CI, 10 elsewhere; 50 in the long mode)",
+        f"default half of --trials; ./scripts/test passes 10; {LONG_TRIALS} in the long mode)",
+    )
+    ap.add_argument(
+        "--long",
+        action="store_true",
+        help=f"the long mode: {LONG_TRIALS} trials per row, failover rows included (unless given), "
+        "and the table written to tests/faults/RESULTS.md (unless --out)",
     )
     ap.add_argument("--only", help="comma-separated faults to run")
     ap.add_argument("--langs", help="comma-separated worker languages besides rust (default: every one available)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "faults", "RESULTS.md"))
+    ap.add_argument("--out", help="where to write the table (default: a temporary file; the long mode: RESULTS.md)")
     ap.add_argument("--dump", help="directory to write each failover row's grants, records and fault times to")
+    ap.add_argument("--histcheck", help="tests/history's histcheck binary (default: built here with go)")
+    ap.add_argument("--history-dir", help="where the workers record their histories (default: a temporary directory)")
     args = ap.parse_args()
+    if args.trials is None:
+        args.trials = LONG_TRIALS if args.long else 20
+    if args.failover_trials is None and args.long:
+        args.failover_trials = LONG_TRIALS
+    history_root = args.history_dir or tempfile.mkdtemp(prefix="polylock-fault-histories-")
+    os.makedirs(history_root, exist_ok=True)
+    histcheck = args.histcheck or build_histcheck(history_root)
     env = os.environ
     resource_url = env["POLYLOCK_TEST_REDIS"]
     langs = available_workers(None if args.langs is None else set(args.langs.split(",")))
@@ -552,13 +665,20 @@ def main():
         failovers = [p for p in failovers if p[0] in keep]
     results = []
     started = time.time()
+
+    def row_dir(fault, backend):
+        return os.path.join(history_root, f"{len(results):02d}-{fault}-{backend.replace(' ', '-')}")
+
     for fault, backend, url, bound in plan:
         res = Result(fault, backend)
         semaphore = fault.startswith("sem-")
         hold = REPLICA_HOLD_MS if fault == "replica" else HOLD_MS
         # The semaphore row: two workers per language (at least four), more than there are permits.
         workers = (langs * 4)[: max(4, 2 * len(langs))] if semaphore else langs
-        pool = Pool(backend, url, workers, resource_url, hold, permits=SEM_PERMITS if semaphore else None)
+        history_dir = row_dir(fault, backend)
+        pool = Pool(
+            backend, url, workers, resource_url, history_dir, hold, permits=SEM_PERMITS if semaphore else None
+        )
         t = time.time()
         try:
             if pool.wait_grant(60) is None:
@@ -575,6 +695,8 @@ def main():
             res.failures += problems
         if res.stale:
             res.failures.append(f"{res.stale} stale writes accepted")
+        # Semaphore holders do not write the resource: exclusion (N places) only.
+        res.check_history(histcheck, history_dir, "mutex" if semaphore else "fence,mutex")
         res.seconds = time.time() - t
         results.append(res)
         notes = "".join(f"{n}, " for n in res.notes)
@@ -587,7 +709,8 @@ def main():
             res.skipped = "POLYLOCK_TEST_CLUSTER not set" if "cluster" in fault else "POLYLOCK_TEST_SENTINEL not set"
             print(f"{fault} on {backend}: skipped, {res.skipped} (scripts/services start --sentinel --cluster)", flush=True)
             continue
-        pool = Pool(backend, url, langs, resource_url, failover.HOLD_MS)
+        history_dir = row_dir(fault, backend)
+        pool = Pool(backend, url, langs, resource_url, history_dir, failover.HOLD_MS)
         t = time.time()
         try:
             if pool.wait_grant(60) is None:
@@ -609,28 +732,36 @@ def main():
             res.failures.append(f"{breaks} accepted writes whose token was not above the one before")
         if res.lacked != res.told:
             res.failures.append(f"{res.lacked} holders of a grant the new master lacked, {res.told} told Lost")
+        res.check_history(histcheck, history_dir, "fence,mutex")
         res.seconds = time.time() - t
         print(f"{fault} on {backend}: {res.trials} trials in {res.seconds:.0f} s, {'; '.join(res.notes)}, "
               f"{'ok' if not res.failures else 'FAILED: ' + '; '.join(res.failures[:3])}", flush=True)
     table = [
         "| fault | backend | trials | stale writes accepted | stale writes refused | overlapping sections (fencing off) "
-        "| holders of a grant the new master lacked / told Lost | worst recovery ms | row s | result |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| holders of a grant the new master lacked / told Lost | worst recovery ms | Porcupine check "
+        "| row s | result |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---|",
     ] + [r.row() for r in results]
     text = (
         f"Workers: {', '.join(lang for lang, _ in langs)}; Redis lease {LEASE_MS} ms, ZooKeeper session "
         f"{SESSION_MS} ms, critical section {HOLD_MS} ms; {args.trials} trials per row, {failover_trials} per failover row "
         f"(critical section {failover.HOLD_MS} ms there, replicas=1 on Sentinel); sem-sigkill: {SEM_PERMITS} permits, "
         f"its overlapping column is the most permit holders inside at once; "
-        f"{time.time() - started:.0f} s in all.\n\n" + "\n".join(table) + "\n"
+        f"{time.time() - started:.0f} s in all.\n\n" + "\n".join(table) + "\n\n" + CHECKER_NOTE
     )
     print(text)
-    with open(args.out, "w") as f:
-        f.write("# Cross-language fault suite: latest run\n\n`tests/run` (or `python3 tests/faults/faults.py "
-                "--trials N`).\n\n" + text)
     failed = [r for r in results if r.failures]
     skipped = [r for r in results if r.skipped]
     passed = len(results) - len(failed) - len(skipped)
+    out = args.out or (RESULTS if args.long else tempfile.mkstemp(prefix="polylock-faults-", suffix=".md")[1])
+    with open(out, "w") as f:
+        f.write("# Cross-language fault suite: the long mode's latest run\n\n`tests/run --long` (or "
+                "`python3 tests/faults/faults.py --long`).\n\n" + text)
+    print(f"table written to {out}")
+    if failed:
+        print(f"histories kept in {history_root}")
+    elif not args.history_dir:
+        shutil.rmtree(history_root, ignore_errors=True)
     print(f"faults: {passed} passed, {len(failed)} failed, {len(skipped)} skipped")
     sys.exit(1 if failed else 0)
 

@@ -1,6 +1,7 @@
 // The Node demo worker: same protocol and output as the Rust one
 // (runtime/examples/demo_worker.rs; demo/README.md).
-import { readFileSync } from 'node:fs'
+import { openSync, readFileSync, writeSync } from 'node:fs'
+import { join } from 'node:path'
 import net from 'node:net'
 import { createRequire } from 'node:module'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -78,6 +79,22 @@ async function resp(u) {
 }
 
 const permits = args.includes('--permits') ? Number(arg('--permits')) : undefined
+
+// The operation history for tests/history's histcheck: one JSON line per call,
+// return and reported loss, in POLYLOCK_HISTORY_DIR (nothing when unset). Each
+// line is one synchronous write, so a killed worker leaves whole lines (a call
+// without its return: an outcome unknown). Tokens and times are exact integers.
+const historyDir = process.env.POLYLOCK_HISTORY_DIR
+const historyFd = historyDir ? openSync(join(historyDir, `${id}-${pid}.jsonl`), 'a') : null
+const historyCommon = { client: `${id}/${pid}`, backend, lock: name, resource }
+const record = (op, kind, fields = {}) => {
+  if (historyFd === null) return
+  const line = { ...historyCommon, op, kind, t_ns: now(), ...fields }
+  const json = Object.entries(line)
+    .map(([k, v]) => `"${k}": ${typeof v === 'bigint' ? v : JSON.stringify(v)}`)
+    .join(', ')
+  writeSync(historyFd, `{${json}}\n`)
+}
 const r = await resp(resourceUrl)
 const client = await connect(url, { leaseMs, sessionTimeoutMs: sessionMs })
 // BigInts (tokens, nanoseconds) are written as exact JSON integers.
@@ -87,19 +104,24 @@ if (permits !== undefined) {
   // One permit of the semaphore of N: N hold at once, so no resource write.
   const sem = client.semaphore(name, { permits })
   for (let i = 0; i < rounds; i++) {
+    record('acquire', 'call', { permits })
     const permit = await sem.acquire({ count: 1 })
     const token = permit.fencingToken
+    record('acquire', 'return', { token })
     const start = now()
     out({ event: 'grant', worker: id, lang: 'node', backend, pid, token, t_ns: start })
     await sleep(holdMs)
     const end = now()
     let lost = permit.signal.aborted
+    if (lost) record('lost', 'event')
+    record('release', 'call', { token })
     try {
       await permit.release()
     } catch (e) {
       if (!(e instanceof LockLostError)) throw e
       lost = true
     }
+    record('release', 'return', { ok: !lost })
     out({ worker: id, lang: 'node', backend, pid, token, start_ns: start, end_ns: end, accepted: true, lost })
   }
   await client.close()
@@ -108,23 +130,32 @@ if (permits !== undefined) {
 }
 const lock = client.lock(name)
 for (let i = 0; i < rounds; i++) {
+  record('acquire', 'call')
   const guard = await lock.acquire()
   const token = guard.fencingToken
+  record('acquire', 'return', { token })
   const lostSignal = guard.signal
   const start = now()
   out({ event: 'grant', worker: id, lang: 'node', backend, pid, token, t_ns: start })
-  const count = await r.command('EVAL', script, 1, resource, token.toString()) // the fenced read (-1: refused)
+  record('read', 'call', { token })
+  const count = Number((await r.command('EVAL', script, 1, resource, token.toString())) ?? 0) // the fenced read (-1: refused)
+  record('read', 'return', { value: count })
   await sleep(holdMs) // widen the window a lost update would need
-  const accepted = await r.command('EVAL', script, 1, resource, token.toString(), Number(count ?? 0) + 1)
+  record('write', 'call', { token, value: count + 1 })
+  const accepted = await r.command('EVAL', script, 1, resource, token.toString(), count + 1)
+  record('write', 'return', { ok: accepted === 1 })
   const end = now()
   // Lost during the section, or found out on release.
   let lost = lostSignal.aborted
+  if (lost) record('lost', 'event')
+  record('release', 'call', { token })
   try {
     await guard.release()
   } catch (e) {
     if (!(e instanceof LockLostError)) throw e
     lost = true
   }
+  record('release', 'return', { ok: !lost })
   out({ worker: id, lang: 'node', backend, pid, token, start_ns: start, end_ns: end, accepted: accepted === 1, lost })
 }
 await client.close()
