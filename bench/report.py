@@ -312,6 +312,19 @@ def main():
         if lang == "jvm" and isinstance(d, list):
             jvm = d
 
+    def _when_and_what():
+        """When the report was written, and from which commit of the code."""
+        import datetime
+        import subprocess
+
+        when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        try:
+            rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                 check=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            rev = "unknown"
+        return f"{when}, code at commit {rev}, `bench/run`"
+
     def find(lang, backend, metric, polylock=None, system=None):
         for r in rows:
             if r["lang"] == lang and r["backend"] == backend and r["metric"] == metric:
@@ -324,6 +337,7 @@ def main():
 
     note = os.environ.get("BENCH_REPORT_NOTE", "").strip()
     md = ["# polylock benchmark report", "",
+          f"Run: {_when_and_what()}.", "",
           "Produced by `bench/run` (servers on loopback, one machine of 2 cores); rerun it with `bench/run` (every",
           "language), `bench/run rust node` (some of them), or `bench/run --quick` (every row, few iterations: a smoke",
           "test, not figures to keep). Conclusions are ratios of figures from the same run; absolute times vary",
