@@ -88,11 +88,6 @@ async fn raw_cluster(url: &str) -> redis::cluster_async::ClusterConnection {
     redis::cluster::ClusterClient::new(seeds).unwrap().get_async_connection().await.unwrap()
 }
 
-async fn dbsize(node_url: &str) -> i64 {
-    let mut c = raw_redis(node_url).await;
-    redis::cmd("DBSIZE").query_async(&mut c).await.unwrap()
-}
-
 /// The lock key, the queue keys of a name without braces, on the cluster.
 async fn cluster_leftovers(url: &str, name: &str) -> Vec<String> {
     let mut c = raw_cluster(url).await;
@@ -272,20 +267,49 @@ async fn replicas_k_waits_for_the_replicas_of_the_locks_master() {
 
 /// 10,000 names: every brace shape, plain names, and names aimed at 5,000
 /// slots spread evenly over the whole range, so every master serves a third.
+/// What every key of [`ten_thousand_names`] contains, and no other test's
+/// name: that test counts the keys left of its own names, whatever the
+/// other tests of this binary leave to expire meanwhile.
+fn ten_thousand_marker() -> String {
+    format!("tenk{}", std::process::id())
+}
+
+/// How many keys containing `marker` the node at `node_url` holds.
+async fn keys_containing(node_url: &str, marker: &str) -> usize {
+    let mut c = raw_redis(node_url).await;
+    let (mut cursor, mut found) = (0u64, 0usize);
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("*{marker}*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        found += keys.len();
+        if next == 0 {
+            return found;
+        }
+        cursor = next;
+    }
+}
+
 fn ten_thousand_names() -> Vec<String> {
-    let pid = std::process::id();
-    let mut names: Vec<String> = brace_shaped_names().into_iter().map(|n| format!("t{pid}-{n}")).collect();
+    let pid = ten_thousand_marker();
+    let mut names: Vec<String> = brace_shaped_names().into_iter().map(|n| format!("{pid}-{n}")).collect();
     let aimed = 5_000;
     for i in 0..aimed {
         let slot = (i * 16_384 / aimed) as u16;
-        names.push(format!("t{pid}/slot{{{}}}-{i}", tag_for_slot(slot)));
+        names.push(format!("{pid}/slot{{{}}}-{i}", tag_for_slot(slot)));
     }
     let mut i = 0;
     while names.len() < 10_000 {
         names.push(match i % 3 {
-            0 => format!("t{pid}/plain-{i}"),
-            1 => format!("t{pid}/close}}{i}"),
-            _ => format!("t{pid}/open{{{i}"),
+            0 => format!("{pid}/plain-{i}"),
+            1 => format!("{pid}/close}}{i}"),
+            _ => format!("{pid}/open{{{i}"),
         });
         i += 1;
     }
@@ -323,12 +347,14 @@ async fn ten_thousand_names_over_every_slot_leave_nothing_behind() {
         .collect::<Vec<_>>()
         .await;
     assert!(failures.is_empty(), "{} failed, first: {:?}", failures.len(), failures.first());
-    // The fencing counters expire with the last lease (1 s); nothing else may stay.
+    // The fencing counters expire with the last lease (1 s); nothing else of
+    // these names may stay (other tests' keys expire on their own leases).
+    let marker = ten_thousand_marker();
     let empty = eventually(Duration::from_secs(10), || {
-        let masters = masters.clone();
+        let (masters, marker) = (masters.clone(), marker.clone());
         async move {
             for m in &masters {
-                if dbsize(&m.url).await != 0 {
+                if keys_containing(&m.url, &marker).await != 0 {
                     return false;
                 }
             }
@@ -338,7 +364,7 @@ async fn ten_thousand_names_over_every_slot_leave_nothing_behind() {
     .await;
     let mut sizes = HashMap::new();
     for m in &masters {
-        sizes.insert(m.url.clone(), dbsize(&m.url).await);
+        sizes.insert(m.url.clone(), keys_containing(&m.url, &marker).await);
     }
     assert!(empty, "keys left per master: {sizes:?}");
 }
