@@ -319,6 +319,9 @@ export async function runScenario(sc, backend, { stepDeadlineMs = STEP_DEADLINE_
   const direct = variant ? await variant.direct(url, name) : url
   const redis = backend === 'redis' || variant !== undefined
   const findings = []
+  // Aborted when the scenario ends, passed or failed: a step cut short by its
+  // deadline must not leave its own timers keeping the process alive.
+  const scenarioOver = new AbortController()
   const clients = []
   const options = { _debugFaults: backend === 'zookeeper', sessionTimeoutMs: 2000 }
   if (sc.lease_ms) options.leaseMs = sc.lease_ms
@@ -446,7 +449,7 @@ export async function runScenario(sc, backend, { stepDeadlineMs = STEP_DEADLINE_
         case 'await': {
           const { p } = background.get(step.id)
           let got
-          const timer = sleep(step.within_ms ?? 10_000).then(() => 'not within')
+          const timer = sleep(step.within_ms ?? 10_000, undefined, { signal: scenarioOver.signal }).then(() => 'not within')
           try {
             const r = await Promise.race([p, timer])
             if (r === 'not within') got = r
@@ -548,7 +551,7 @@ export async function runScenario(sc, backend, { stepDeadlineMs = STEP_DEADLINE_
           break
         }
         case 'sleep':
-          await sleep(step.ms)
+          await sleep(step.ms, undefined, { signal: scenarioOver.signal })
           break
         default:
           throw new Error(`unknown op ${step.op}`)
@@ -559,6 +562,7 @@ export async function runScenario(sc, backend, { stepDeadlineMs = STEP_DEADLINE_
       await withinStepDeadline(runStep(at, step), stepDeadlineMs, at)
     }
   } finally {
+    scenarioOver.abort()
     // Every withLock callback returns (its hold released) before the
     // clients close, whether the scenario passed or a step failed.
     for (const o of owners.values()) o.abandon()
