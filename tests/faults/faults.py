@@ -61,10 +61,12 @@ returned with its token, each fenced read and write attempted and accepted
 or refused, each loss it was told of, release) in a directory per row
 (POLYLOCK_HISTORY_DIR); at the end of each row tests/history's histcheck
 checks them with Porcupine against the fenced-register model (every row that
-writes the resource) and the mutual-exclusion model (every row: a lock has
-one place, the semaphore SEM_PERMITS; a holder past the limit must have been
-told it lost its grant). A violation fails the row and prints the minimal
-failing history; the histories of a failed run are kept.
+writes the resource) and the mutual-exclusion model (a lock has one place,
+the semaphore SEM_PERMITS; a holder past the limit must have been told it
+lost its grant). A violation fails the row and prints the minimal failing
+history; the histories of a failed run are kept. The failover rows promise
+fencing only (docs/guarantees.md): their mutual-exclusion verdict is
+reported as measured ("VIOLATION (measured)"), not a failure.
 
 Prints a Markdown table (and writes it to a temporary file, or --out). The
 long mode (--long: 200 trials per row, failover rows included) alone writes
@@ -306,9 +308,31 @@ class Result:
         self.seconds = 0.0
         self.checker = "-"  # histcheck's verdict per model
 
-    def check_history(self, histcheck, history_dir, models):
-        """Runs histcheck (Porcupine) over the row's histories; a violation,
-        an undecided check or a missing history fails the row."""
+    def check_history(self, histcheck, history_dir, models, measured=""):
+        """Runs histcheck (Porcupine) over the row's histories against
+        `models`: a violation, an undecided check or a missing history fails
+        the row. `measured` models are checked and reported too, but their
+        violation is the row's measured outcome, not a failure: the
+        guarantee the docs state for that row does not include them (mutual
+        exclusion across a failover)."""
+        short = {"linearizable": "ok", "VIOLATION": "VIOLATION", "UNDECIDED": "undecided"}
+        required, required_text = self._histcheck(histcheck, history_dir, models)
+        shown = {m: short.get(v, v) for m, v in required.items()}
+        if measured:
+            seen, measured_text = self._histcheck(histcheck, history_dir, measured)
+            shown.update({m: short.get(v, v) + ("" if v == "linearizable" else " (measured)") for m, v in seen.items()})
+            if measured_text is not None:
+                print(measured_text, end="", flush=True)
+        self.checker = ", ".join(f"{m} {v}" for m, v in sorted(shown.items())) or "no history"
+        failed = required_text is not None
+        if failed:
+            self.failures.append(f"histcheck ({self.checker}), see {history_dir}")
+            print(required_text, end="", flush=True)
+        return failed
+
+    @staticmethod
+    def _histcheck(histcheck, history_dir, models):
+        """histcheck's verdict per model, and its output when it failed (else None)."""
         try:
             out = subprocess.run(
                 [histcheck, "-models", models, history_dir], capture_output=True, text=True, timeout=1800, check=False
@@ -323,12 +347,7 @@ class Result:
                 state = line.rsplit(": ", 1)[1].split()[0]
                 if verdicts.get(model) in (None, "linearizable"):
                     verdicts[model] = state
-        short = {"linearizable": "ok", "VIOLATION": "VIOLATION", "UNDECIDED": "undecided"}
-        self.checker = ", ".join(f"{m} {short.get(v, v)}" for m, v in sorted(verdicts.items())) or "no history"
-        if failed:
-            self.failures.append(f"histcheck ({self.checker}), see {history_dir}")
-            print(text, end="", flush=True)
-        return failed
+        return verdicts, (text if failed else None)
 
     def row(self):
         if self.skipped:
@@ -582,7 +601,8 @@ CHECKER_NOTE = (
     "`fence` is the fenced-register model (a read or write with token t goes through only if no "
     "greater token went through before; a read returns the count the accepted writes left), "
     "`mutex` the mutual-exclusion model (one holder of a lock, at most the permits of the semaphore, "
-    "unless the extra holder was told it lost its grant); `ok`: linearizable.\n"
+    "unless the extra holder was told it lost its grant); `ok`: linearizable. `(measured)`: a failover "
+    "row's overlap of holders, which its guarantee (fencing) allows; reported, not a failure.\n"
 )
 
 
@@ -732,7 +752,9 @@ def main():
             res.failures.append(f"{breaks} accepted writes whose token was not above the one before")
         if res.lacked != res.told:
             res.failures.append(f"{res.lacked} holders of a grant the new master lacked, {res.told} told Lost")
-        res.check_history(histcheck, history_dir, "fence,mutex")
+        # Across a failover the guarantee is fencing (docs/guarantees.md): an overlap of holders is
+        # the row's measured outcome, reported by the mutual-exclusion model, never a failure.
+        res.check_history(histcheck, history_dir, "fence", measured="mutex")
         res.seconds = time.time() - t
         print(f"{fault} on {backend}: {res.trials} trials in {res.seconds:.0f} s, {'; '.join(res.notes)}, "
               f"{'ok' if not res.failures else 'FAILED: ' + '; '.join(res.failures[:3])}", flush=True)
