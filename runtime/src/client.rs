@@ -52,7 +52,8 @@ impl Client {
         let transport: Box<dyn Transport> = match url::parse(url)? {
             Endpoint::Redis { url, tls, ca, addr } => {
                 let target = backend::redis::RedisTarget { url, tls, ca, addr };
-                Box::new(backend::redis::connect(&target, &opts, reports).await?)
+                // No replicas to wait for: one command connection.
+                Box::new(backend::redis::connect(&target, &opts, 1, reports).await?)
             }
             Endpoint::Sentinel(endpoint) => {
                 let asked = endpoint.replicas;

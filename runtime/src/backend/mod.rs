@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 
 pub(crate) mod redis;
 pub(crate) mod redis_cluster;
+mod redis_lanes;
 pub(crate) mod redis_sentinel;
 pub(crate) mod zk;
 mod zk_watches;

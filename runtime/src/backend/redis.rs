@@ -1,5 +1,6 @@
-//! Redis: a command connection and a pub/sub connection (RESP3 pushes),
-//! each a `redis` crate `ConnectionManager` that reconnects by itself.
+//! Redis: command connections (one, or a few [`Lanes`] for a client that
+//! waits for replicas) and a pub/sub connection (RESP3 pushes), each a
+//! `redis` crate `ConnectionManager` that reconnects by itself.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -7,13 +8,14 @@ use std::time::Duration;
 
 use polylock_core::{Command, ConnectionEvent, Notification, Op, RedisOp, RedisValue, Reply};
 
+use super::redis_lanes::Lanes;
 use super::{failed, not_ours, start_now, Report, Reports, Started, Transport};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::url;
 
 pub(crate) struct RedisTransport {
-    cmd: redis::aio::ConnectionManager,
+    cmd: Lanes<redis::aio::ConnectionManager>,
     pubsub: redis::aio::ConnectionManager,
     request_timeout: Duration,
 }
@@ -53,7 +55,13 @@ pub(crate) fn install_rustls_provider() {
 }
 
 /// Connects both connections; pub/sub pushes and connection changes go to `reports`.
-pub(crate) async fn connect(target: &RedisTarget, opts: &ClientOptions, reports: Reports) -> Result<RedisTransport> {
+/// Connects `lanes` command connections (see [`Lanes`]) and the pub/sub one.
+pub(crate) async fn connect(
+    target: &RedisTarget,
+    opts: &ClientOptions,
+    lanes: usize,
+    reports: Reports,
+) -> Result<RedisTransport> {
     if target.tls {
         install_rustls_provider();
     }
@@ -70,14 +78,15 @@ pub(crate) async fn connect(target: &RedisTarget, opts: &ClientOptions, reports:
             .map_err(|_| connect_error(&target.addr, "timed out"))?
             .map_err(|e| connect_error(&target.addr, e))
     };
-    let cmd = open(redis_client(&target.url, target)?, manager_config()).await?;
+    let client = redis_client(&target.url, target)?;
+    let cmd = futures::future::try_join_all((0..lanes.max(1)).map(|_| open(client.clone(), manager_config()))).await?;
     // Pub/sub runs on RESP3 push messages: the only way the redis crate
     // reconnects and resubscribes by itself.
     let sep = if target.url.contains('?') { '&' } else { '?' };
     let pubsub_client = redis_client(&format!("{}{sep}protocol=resp3", target.url), target)?;
     let config = manager_config().set_push_sender(push_reporter(reports)).set_automatic_resubscription();
     let pubsub = open(pubsub_client, config).await?;
-    Ok(RedisTransport { cmd, pubsub, request_timeout: opts.request_timeout })
+    Ok(RedisTransport { cmd: Lanes::new(cmd), pubsub, request_timeout: opts.request_timeout })
 }
 
 /// Turns the pub/sub connection's pushes into reports: messages, and the
@@ -256,14 +265,16 @@ impl OpConnection for redis::aio::ConnectionManager {
     }
 }
 
-/// Starts one Redis operation: scripts on `commands`, subscriptions on
-/// `pubsub`, each within `timeout`, each outcome one [`Reply`].
-pub(crate) fn start_op<C: OpConnection>(commands: &C, pubsub: &C, timeout: Duration, op: RedisOp) -> Started {
+/// Starts one Redis operation: scripts on the lane of their first key in
+/// `commands`, subscriptions on `pubsub`, each within `timeout`, each
+/// outcome one [`Reply`].
+pub(crate) fn start_op<C: OpConnection>(commands: &Lanes<C>, pubsub: &C, timeout: Duration, op: RedisOp) -> Started {
     match op {
         RedisOp::Eval { script, keys, args, by_sha } => {
-            let mut conn = commands.clone();
+            let (mut conn, in_flight) = commands.take(first_key(&keys));
             let cmd = eval_cmd(script, by_sha, &keys, &args);
             start_now(async move {
+                let _in_flight = in_flight;
                 within(timeout, "request", cmd.query_async::<redis::Value>(&mut conn), |r| match r {
                     Ok(v) => Reply::Redis(to_core(v)),
                     Err(e) => redis_failure(e),
@@ -272,13 +283,14 @@ pub(crate) fn start_op<C: OpConnection>(commands: &C, pubsub: &C, timeout: Durat
             })
         }
         RedisOp::EvalAcked { script, keys, args, by_sha, replicas, timeout_ms } => {
-            let mut conn = commands.clone();
+            let (mut conn, in_flight) = commands.take(first_key(&keys));
             let mut pipe = redis::pipe();
             // Each command's own reply, errors included: the crate would
             // otherwise fold them into one "Pipeline failure" without a code.
             pipe.ignore_errors();
             pipe.add_command(eval_cmd(script, by_sha, &keys, &args)).cmd("WAIT").arg(replicas).arg(timeout_ms);
             start_now(async move {
+                let _in_flight = in_flight;
                 within(timeout, "request", pipe.query_async::<Vec<redis::Value>>(&mut conn), |r| match r {
                     Ok(replies) => acked_reply(replies),
                     Err(e) => redis_failure(e),
@@ -297,6 +309,12 @@ pub(crate) fn start_op<C: OpConnection>(commands: &C, pubsub: &C, timeout: Durat
             subscription(timeout, "sunsubscribe", pubsub.clone().shard_unsubscribe_from(channels))
         }
     }
+}
+
+/// The key a script's lane is chosen by: its first (the lock's own key in
+/// a lock's acquire and leave).
+fn first_key(keys: &[String]) -> &str {
+    keys.first().map_or("", String::as_str)
 }
 
 /// A (un)subscription on the pub/sub connection, within `timeout`: done, or why not.

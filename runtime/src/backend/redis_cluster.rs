@@ -48,13 +48,16 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
 
 use super::redis::{connect_error, install_rustls_provider, message_of, start_op, OpConnection};
+use super::redis_lanes::Lanes;
 use super::{not_ours, Report, Reports, Started, Transport};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
 use crate::url::{self, ClusterUrl};
 
 pub(crate) struct ClusterTransport {
-    commands: ClusterConnection,
+    /// One lane: the cluster client keeps a connection per node already
+    /// (a `WAIT` for `replicas=K` holds up that node's connection).
+    commands: Lanes<ClusterConnection>,
     pubsub: ClusterConnection,
     request_timeout: Duration,
     /// The channels subscribed (`true`: sharded): restored after an outage before `Connected`.
@@ -143,7 +146,13 @@ pub(crate) async fn connect(target: &ClusterUrl, opts: &ClientOptions, reports: 
         channels.clone(),
         opts.request_timeout,
     ));
-    Ok(ClusterTransport { commands, pubsub, request_timeout: opts.request_timeout, channels, supervisor })
+    Ok(ClusterTransport {
+        commands: Lanes::new(vec![commands]),
+        pubsub,
+        request_timeout: opts.request_timeout,
+        channels,
+        supervisor,
+    })
 }
 
 fn builder(target: &ClusterUrl, opts: &ClientOptions) -> Result<redis::cluster::ClusterClientBuilder> {

@@ -143,7 +143,8 @@ async fn connect_master(
     reports: &Reports,
 ) -> Result<RedisTransport> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Report>();
-    let transport = super::redis::connect(&master_target(ep, host, port), opts, tx).await?;
+    let transport =
+        super::redis::connect(&master_target(ep, host, port), opts, super::redis_lanes::WAITING_LANES, tx).await?;
     let (live, reports) = (live.clone(), reports.clone());
     // Ends when the transport, and so its report sender, is dropped.
     tokio::spawn(async move {
