@@ -6,6 +6,7 @@
 
 mod client;
 mod errors;
+mod exit_gate;
 mod lock;
 mod process;
 mod runtime;
@@ -24,6 +25,7 @@ fn fresh_owner_id() -> u64 {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(client::connect, m)?)?;
+    m.add_function(wrap_pyfunction!(exit_gate::close_for_exit, m)?)?;
     m.add_function(wrap_pyfunction!(fresh_owner_id, m)?)?;
     m.add_class::<client::Client>()?;
     m.add_class::<lock::Lock>()?;

@@ -45,7 +45,7 @@ fn keep(guard: Guard, on_lost: Option<&Arc<Py<PyAny>>>) -> u64 {
 /// runtime worker (where the runtime calls this).
 fn report_loss(reason: LossReason, callback: Arc<Py<PyAny>>) {
     tokio::task::spawn_blocking(move || {
-        Python::try_attach(|py| {
+        crate::exit_gate::attach(|py| {
             if let Err(e) = callback.call1(py, (reason.to_string(),)) {
                 e.write_unraisable(py, Some(callback.bind(py)));
             }
@@ -125,7 +125,7 @@ impl Lock {
                     }
                     Err(e) => Err(e),
                 };
-                let delivered = Python::try_attach(|py| {
+                let delivered = crate::exit_gate::attach(|py| {
                     let args = match outcome {
                         Ok(()) => (PyBool::new(py, true).to_owned().into_any(), PyNone::get(py).to_owned().into_any()),
                         Err(e) => {
@@ -151,7 +151,7 @@ impl Lock {
         let lock = self.inner.get()?.lock.clone();
         runtime()?.spawn(async move {
             let outcome = lock.release_as(OwnerId(owner)).await;
-            Python::try_attach(|py| {
+            crate::exit_gate::attach(|py| {
                 let error = match outcome {
                     Ok(()) => PyNone::get(py).to_owned().into_any(),
                     Err(e) => to_py(e).into_value(py).into_bound(py).into_any(),

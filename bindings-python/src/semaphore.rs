@@ -79,7 +79,7 @@ fn deliver<T>(done: &Py<PyAny>, outcome: PyResult<T>) -> bool
 where
     T: for<'py> IntoPyObject<'py>,
 {
-    let delivered = Python::try_attach(|py| {
+    let delivered = crate::exit_gate::attach(|py| {
         let args = match outcome.and_then(|v| v.into_bound_py_any(py)) {
             Ok(value) => (value, PyNone::get(py).to_owned().into_any()),
             Err(e) => (PyNone::get(py).to_owned().into_any(), e.into_value(py).into_bound(py).into_any()),

@@ -8,6 +8,9 @@ with polylock.connect("redis://127.0.0.1:6379") as client:
         export()
 """
 
+import atexit
+
+from . import _native
 from ._client import Client, LockStatus, connect
 from ._errors import (
     ClientClosedError,
@@ -22,6 +25,10 @@ from ._errors import (
 )
 from ._lock import Lock, RwLock
 from ._semaphore import Permits, Semaphore
+
+# Before the interpreter finalizes, the runtime thread stops delivering
+# outcomes into Python (it would abort the process): see _native's exit_gate.
+atexit.register(_native.close_for_exit)
 
 __all__ = [
     "Client",

@@ -11,6 +11,7 @@ __all__ = [
     "Permits",
     "SemOp",
     "Semaphore",
+    "close_for_exit",
     "connect",
     "fresh_owner_id",
 ]
@@ -18,6 +19,7 @@ __all__ = [
 _Done: TypeAlias = Callable[[object, BaseException | None], object]
 
 def fresh_owner_id() -> int: ...
+def close_for_exit() -> None: ...
 def connect(
     url: str,
     connect_timeout: float,
