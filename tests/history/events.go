@@ -1,6 +1,7 @@
 // Package history turns the operation logs that the demo and fault-suite
-// workers write (one JSON line per call, return or loss, stamped on the
-// machine's CLOCK_MONOTONIC, shared by every process of every language) into
+// workers and the conformance runners (tests/conformance/README.md) write
+// (one JSON line per call, return or loss, stamped on the machine's
+// CLOCK_MONOTONIC, shared by every process of every language) into
 // Porcupine histories, one per lock and one per fenced resource, and checks
 // them against the models in fence.go and mutex.go.
 package history

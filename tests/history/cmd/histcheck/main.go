@@ -1,6 +1,6 @@
 // Command histcheck checks the operation histories the demo and fault-suite
-// workers record (POLYLOCK_HISTORY_DIR) with Porcupine, an independent
-// linearizability checker, against two models: the fenced register (the
+// workers and the conformance runners record (POLYLOCK_HISTORY_DIR) with
+// Porcupine, an independent linearizability checker, against two models: the fenced register (the
 // resource refuses stale tokens: a stale write accepted, or a lost update, is
 // a violation) and mutual exclusion (never more holders than places unless
 // the extra holder is told it lost the lock).
