@@ -68,3 +68,33 @@ build_histcheck() {
     ensure_go
     (cd "$ROOT/tests/history" && go build -o "$1" ./cmd/histcheck) || die "could not build tests/history's histcheck"
 }
+
+# A fresh directory for one conformance runner's operation histories (set it
+# as POLYLOCK_HISTORY_DIR for the runner); check_histories removes it.
+new_history_dir() {
+    mktemp -d "${TMPDIR:-/tmp}/polylock-histories-$1.XXXXXX"
+}
+
+# Checks the histories a conformance runner recorded in $1 with histcheck's
+# mutual-exclusion model (tests/history): a violation prints the minimal
+# failing history and fails, and the directory stays for its visualization.
+# With $2 = required, a directory with nothing recorded fails too (the runner
+# ran but recorded nothing); without it, that only says so (a suite run on a
+# selection of tests that left the conformance runner out).
+check_histories() {
+    local dir="$1" bin
+    if [[ "${2:-}" != required ]] && ! compgen -G "$dir/*.jsonl" >/dev/null; then
+        echo "histcheck: no conformance histories recorded in this run" >&2
+        rm -rf "$dir"
+        return 0
+    fi
+    bin="$(mktemp -d "${TMPDIR:-/tmp}/polylock-histcheck.XXXXXX")/histcheck"
+    build_histcheck "$bin"
+    if "$bin" -models mutex -quiet "$dir"; then
+        rm -rf "$dir" "$(dirname "$bin")"
+        return 0
+    fi
+    echo "histcheck: the check of the conformance histories failed (they stay in $dir)" >&2
+    rm -rf "$(dirname "$bin")"
+    return 1
+}

@@ -11,8 +11,18 @@ if [[ -z "${POLYLOCK_TEST_REDIS:-}" || -z "${POLYLOCK_TEST_ZK:-}" ]]; then
     eval "$(scripts/services env)"
 fi
 rm -rf bindings-jvm/target/surefire-reports  # count this run only
+# The conformance runner (ConformanceTest) records its operation histories
+# there; histcheck (tests/history, built with Go) checks them after the
+# suite: a violation fails it and prints the minimal failing history.
+ROOT="$root"
+# shellcheck source=../../scripts/lib.sh
+. "$root/scripts/lib.sh"
+histories="$(new_history_dir jvm)"
 status=0
-mvn -B -q -ntp -f bindings-jvm/pom.xml verify -Dpolylock.cargoFeatures=test-hooks "$@" || status=$?
+POLYLOCK_HISTORY_DIR="$histories" mvn -B -q -ntp -f bindings-jvm/pom.xml verify -Dpolylock.cargoFeatures=test-hooks "$@" ||
+    status=$?
+# A run given arguments (-Dtest=...) may leave the conformance runner out.
+check_histories "$histories" "$([[ $# -eq 0 ]] && echo required)" || status=1
 # -q hides Surefire's summary: print one closing line from its reports.
 reports=(bindings-jvm/target/surefire-reports/TEST-*.xml)
 if [[ -e "${reports[0]}" ]]; then

@@ -24,6 +24,13 @@ for f in test/*.test.mjs; do
   [[ $f == test/mixed.test.mjs || $f == test/conformance.test.mjs ]] || suite+=("$f")
 done
 export POLYLOCK_NODE_ENTRY=polylock/wasm POLYLOCK_TEST_BACKENDS=redis
-node --import ./test/wasm/as-polylock.mjs --test --test-reporter=spec \
+# The conformance runner records its operation histories there, and
+# histcheck (tests/history, built with Go) checks them after the run.
+ROOT="$(cd .. && pwd)"
+# shellcheck source=../../scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
+histories="$(new_history_dir wasm)"
+POLYLOCK_HISTORY_DIR="$histories" node --import ./test/wasm/as-polylock.mjs --test --test-reporter=spec \
   test/conformance.test.mjs "${suite[@]}" test/wasm/*.test.mjs
+check_histories "$histories" required
 ../bindings-wasm/workerd/run.sh

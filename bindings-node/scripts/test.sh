@@ -15,4 +15,14 @@ done
 # test hooks, a build the pretest step replaces at once with its own (about
 # 50 s on 2 cores); the dependencies have no install scripts.
 npm ci --ignore-scripts --no-audit --no-fund || npm install --ignore-scripts --no-audit --no-fund
-npm test
+# The conformance runner records its operation histories there; histcheck
+# (tests/history, built with Go) checks them after the suite: a violation
+# fails it and prints the minimal failing history.
+ROOT="$(cd .. && pwd)"
+# shellcheck source=../../scripts/lib.sh
+. "$ROOT/scripts/lib.sh"
+histories="$(new_history_dir node)"
+status=0
+POLYLOCK_HISTORY_DIR="$histories" npm test || status=$?
+check_histories "$histories" required || status=1
+exit "$status"

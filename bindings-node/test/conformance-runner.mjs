@@ -40,6 +40,7 @@ import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 
+import { History } from './conformance-history.mjs'
 import {
   eventually,
   expireRedisPermits,
@@ -315,6 +316,8 @@ export async function runScenario(sc, backend, { stepDeadlineMs = STEP_DEADLINE_
   const variant = REDIS_VARIANTS[backend]
   const url = variant?.url ?? urls[backend]
   const name = unique(`conf-${sc.name}`)
+  // The lock steps' operation history (POLYLOCK_HISTORY_DIR), for histcheck.
+  const history = new History(wasm ? 'wasm' : 'node', backend, name)
   // Where the server_* steps look: the URL itself, or the server of a variant that holds the lock.
   const direct = variant ? await variant.direct(url, name) : url
   const redis = backend === 'redis' || variant !== undefined
@@ -410,14 +413,17 @@ export async function runScenario(sc, backend, { stepDeadlineMs = STEP_DEADLINE_
         case 'acquire': {
           const t0 = Date.now()
           let got
+          history.acquireCall(step, sc.permits)
           try {
             const g = await (permitsMode(step)
               ? acquirePermits(step)
               : owner(step.client, step.owner).acquire(modeOf(step), step.timeout_ms))
             got = 'granted'
+            history.acquireReturn(step, g.fencingToken)
             checkToken(step, g.fencingToken)
           } catch (e) {
             got = outcome(e, step.timeout_ms)
+            history.acquireReturn(step, undefined, got)
           }
           assert.equal(got, step.expect, at)
           if (step.min_elapsed_ms) assert.ok(Date.now() - t0 >= step.min_elapsed_ms - 5, `${at}: returned too early`)
@@ -425,6 +431,7 @@ export async function runScenario(sc, backend, { stepDeadlineMs = STEP_DEADLINE_
         }
         case 'release': {
           let got = 'ok'
+          history.releaseCall(step)
           try {
             const r = permitsMode(step) ? releasePermits(step) : owner(step.client, step.owner).release(modeOf(step))
             if ((await r) === null) {
@@ -434,15 +441,20 @@ export async function runScenario(sc, backend, { stepDeadlineMs = STEP_DEADLINE_
           } catch (e) {
             got = outcome(e)
           }
+          history.releaseReturn(step, got)
           assert.equal(got, step.expect, at)
           break
         }
         case 'start_acquire': {
           const ac = new AbortController()
+          history.acquireCall(step, sc.permits)
           const p = permitsMode(step)
             ? acquirePermits(step, ac.signal)
             : owner(step.client, step.owner).acquire(modeOf(step), undefined, ac.signal)
-          p.catch(() => {})
+          p.then(
+            (g) => history.acquireReturn(step, g.fencingToken),
+            (e) => history.acquireReturn(step, undefined, e?.name === 'AbortError' ? 'cancelled' : String(e?.name)),
+          )
           background.set(step.id, { p, ac })
           break
         }
@@ -524,6 +536,7 @@ export async function runScenario(sc, backend, { stepDeadlineMs = STEP_DEADLINE_
           assert.ok(g, `${at}: that owner was never granted`)
           const lost = await eventually(() => g.signal.aborted, step.within_ms ?? 10_000)
           assert.ok(lost && g.signal.reason instanceof LockLostError, `${at}: not told of the loss`)
+          history.lost(step)
           break
         }
         case 'lock_name': {

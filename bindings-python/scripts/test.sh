@@ -44,4 +44,17 @@ ruff format --check python tests "$repo/bench/python" "$repo/demo/workers/python
 mypy --strict python/polylock
 
 step "pytest"
-python -m pytest -q --timeout 300 -p no:cacheprovider tests "$@"
+# The conformance runner records its operation histories there; histcheck
+# (tests/history, built with Go) checks them after the run: a violation
+# fails the suite and prints the minimal failing history.
+ROOT="$repo"
+# shellcheck source=../../scripts/lib.sh
+. "$repo/scripts/lib.sh"
+histories="$(new_history_dir python)"
+status=0
+POLYLOCK_HISTORY_DIR="$histories" python -m pytest -q --timeout 300 -p no:cacheprovider tests "$@" || status=$?
+
+step "histcheck (the conformance runner's histories)"
+# A run given a selection of tests may leave the conformance runner out.
+check_histories "$histories" "$([[ $# -eq 0 ]] && echo required)" || status=1
+exit "$status"

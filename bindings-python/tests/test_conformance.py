@@ -89,6 +89,7 @@ from typing import Any, Callable, NamedTuple
 import polylock
 import pytest
 import redis
+from conformance_history import History
 from conftest import redis_url, unique, url_of, zk_url
 from kazoo.client import KazooClient
 
@@ -280,6 +281,8 @@ class Run:
         self.grants: dict[Owner, tuple[polylock.Semaphore, int] | polylock.Permits] = {}
         self.guards = any(st["op"] == "await_lost" for st in sc["steps"])
         self.owners: _Threads | _Tasks = _Threads() if mode == "threads" else _Tasks()
+        # the lock steps' operation history (POLYLOCK_HISTORY_DIR), for histcheck
+        self.history = History(backend, self.name)
 
     def fail(self, what: str) -> None:
         raise Mismatch(f"{self.ctx}: {what}")
@@ -481,6 +484,7 @@ class Run:
             fn = self._sem_acquire_fn(c, owner, step, timeout)
         else:
             fn = self._acquire_fn(self.lock(c, owner, step), timeout)
+        fn = self.history.wrap(c, owner, step, "acquire", self.permits, fn)
         result = self.owners.call((c, owner), fn)
         if "min_elapsed_ms" in step and time.monotonic() - started < step["min_elapsed_ms"] / 1000:
             self.fail("gave up early")
@@ -492,6 +496,7 @@ class Run:
             fn = self._sem_release_fn(*key)
         else:
             fn = self._release_fn(self.lock(*key, step))
+        fn = self.history.wrap(*key, step, "release", self.permits, fn)
         self.expect(self.owners.call(key, fn), step["expect"])
 
     def op_start_acquire(self, step: dict[str, Any]) -> None:
@@ -501,6 +506,7 @@ class Run:
             fn = self._sem_acquire_fn(c, owner, step, None)
         else:
             fn = self._acquire_fn(self.lock(c, owner, step), None)
+        fn = self.history.wrap(c, owner, step, "acquire", self.permits, fn)
         future = self.owners.start((c, owner), fn)
         self.background[step["id"]] = ((c, owner), future)
 
@@ -574,6 +580,7 @@ class Run:
             within = step.get("within_ms", 10_000) / 1000
             if not _eventually(lambda: grant.lost_reason is not None, within):
                 self.fail("the permits were not reported lost")
+            self.history.lost(c, owner, None)
             if grant.held:
                 self.fail("still held after its loss")
             return
@@ -581,6 +588,7 @@ class Run:
         within = step.get("within_ms", 10_000) / 1000
         if not self.lost[(c, owner, step.get("mode", "mutex"))].wait(within):
             self.fail("on_lost was not called")
+        self.history.lost(c, owner, step.get("mode"))
         if self.owners.call((c, owner), self._held_fn(lock)):
             self.fail("still held after on_lost")
 

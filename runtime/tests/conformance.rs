@@ -4,6 +4,8 @@
 
 use crate::support;
 
+mod history;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -11,6 +13,8 @@ use polylock::{Client, ClientOptions, Error, Lock, LockMode, LossWatch, OwnerId,
 use serde_json::Value;
 use support::*;
 use tokio::task::JoinHandle;
+
+use history::History;
 
 fn outcome(r: &Result<u64, Error>) -> &'static str {
     match r {
@@ -51,6 +55,9 @@ async fn direct_url(backend: &str, url: &str, name: &str) -> String {
     }
 }
 
+/// A lock acquire under way, and the (client, owner, mode) it is for.
+type PendingAcquire = (usize, u64, LockMode, JoinHandle<Result<u64, Error>>);
+
 /// A semaphore acquire under way, and the (client, owner) its grant is for.
 type PendingPermits = (usize, u64, JoinHandle<Result<Permits, Error>>);
 
@@ -61,13 +68,16 @@ struct Run {
     name: String,
     clients: Vec<Client>,
     tokens: HashMap<String, u64>,
-    background: HashMap<String, JoinHandle<Result<u64, Error>>>,
+    /// Acquires under way, and the (client, owner, mode) each is for.
+    background: HashMap<String, PendingAcquire>,
     loss: HashMap<(usize, u64, LockMode), LossWatch>,
     /// A semaphore scenario's number of permits.
     permits: Option<u32>,
     /// Semaphore grants by (client, owner), and those under way.
     grants: HashMap<(usize, u64), Permits>,
     sem_background: HashMap<String, PendingPermits>,
+    /// The lock steps' operation history (POLYLOCK_HISTORY_DIR), for histcheck.
+    history: History,
 }
 
 /// A step's `mode`: the mutex (absent), or a half of the read-write lock.
@@ -93,8 +103,12 @@ impl Run {
 
     /// Client `c`'s handle on the scenario's semaphore, with the step's number of permits.
     fn semaphore(&self, c: usize, step: &Value) -> Semaphore {
-        let n = step["permits"].as_u64().map_or(self.permits.expect("a semaphore scenario"), |n| n as u32);
-        self.clients[c].semaphore(&self.name, n).unwrap()
+        self.clients[c].semaphore(&self.name, self.permits_of(step)).unwrap()
+    }
+
+    /// The step's number of permits: its own, or else the scenario's.
+    fn permits_of(&self, step: &Value) -> u32 {
+        step["permits"].as_u64().map_or(self.permits.expect("a semaphore scenario"), |n| n as u32)
     }
 
     /// Keeps a semaphore grant for its (client, owner) and answers as an acquire does.
@@ -192,6 +206,7 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
     }
     let name = unique(&format!("conformance-{scenario}"));
     let raw = direct_url(backend, &url, &name).await;
+    let history = History::new(backend, &name);
     let mut run = Run {
         backend,
         url: raw.clone(),
@@ -203,6 +218,7 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
         permits: sc["permits"].as_u64().map(|n| n as u32),
         grants: HashMap::new(),
         sem_background: HashMap::new(),
+        history,
     };
     for (i, step) in sc["steps"].as_array().unwrap().iter().enumerate() {
         let ctx = format!("{scenario} on {backend}, step {i} {step}");
@@ -212,12 +228,16 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
         let expect = step["expect"].as_str().unwrap_or("");
         let permits = mode_of(step) == LockMode::Semaphore;
         let count = step["count"].as_u64().unwrap_or(1) as u32;
+        let mode = mode_of(step);
+        let hist = run.history.clone();
         match op {
             "acquire" if permits => {
                 let timeout = step["timeout_ms"].as_u64().map(Duration::from_millis);
                 let started = Instant::now();
+                hist.acquire_call(c, owner, mode, Some((run.permits_of(step), count)));
                 let got = run.semaphore(c, step).acquire_for(count, timeout).await;
                 let r = run.keep_grant(c, owner, got);
+                hist.acquire_return(c, owner, mode, r.as_ref().ok().copied(), outcome(&r));
                 assert_eq!(outcome(&r), expect, "{ctx}: {r:?}");
                 if let Some(ms) = step["min_elapsed_ms"].as_u64() {
                     assert!(started.elapsed() >= Duration::from_millis(ms), "{ctx}: gave up early");
@@ -231,14 +251,22 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
             }
             "release" if permits => {
                 let grant = run.grants.remove(&(c, owner)).unwrap_or_else(|| panic!("{ctx}: no grant to release"));
+                hist.release_call(c, owner, mode);
                 let r = grant.release().await.map(|()| 0);
                 let got = if r.is_ok() { "ok" } else { outcome(&r) };
+                hist.release_return(c, owner, mode, got);
                 assert_eq!(got, expect, "{ctx}: {r:?}");
             }
             "start_acquire" if permits => {
                 let sem = run.semaphore(c, step);
                 let id = step["id"].as_str().unwrap().to_owned();
-                let h = tokio::spawn(async move { sem.acquire_for(count, None).await });
+                hist.acquire_call(c, owner, mode, Some((run.permits_of(step), count)));
+                let h = tokio::spawn(async move {
+                    let r = sem.acquire_for(count, None).await;
+                    let token = r.as_ref().ok().map(Permits::fencing_token);
+                    hist.acquire_return(c, owner, mode, token, outcome(&r.as_ref().map(|_| 0).map_err(Clone::clone)));
+                    r
+                });
                 run.sem_background.insert(id, (c, owner, h));
             }
             "await" if run.sem_background.contains_key(step["id"].as_str().unwrap()) => {
@@ -253,9 +281,11 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
                 }
             }
             "cancel" if run.sem_background.contains_key(step["id"].as_str().unwrap()) => {
-                let (_, _, h) = run.sem_background.remove(step["id"].as_str().unwrap()).unwrap();
+                let (gc, gowner, h) = run.sem_background.remove(step["id"].as_str().unwrap()).unwrap();
                 h.abort();
-                let _ = h.await;
+                if h.await.is_err_and(|e| e.is_cancelled()) {
+                    hist.acquire_return(gc, gowner, LockMode::Semaphore, None, "cancelled");
+                }
             }
             "server_permits" => {
                 let want = step["expect_count"].as_u64().unwrap();
@@ -268,6 +298,7 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
             "acquire" => {
                 let timeout = step["timeout_ms"].as_u64().map(Duration::from_millis);
                 let started = Instant::now();
+                hist.acquire_call(c, owner, mode, None);
                 let r = match run.lock(c, step).acquire_as(OwnerId(owner), timeout).await {
                     Ok(g) => {
                         run.loss.insert((c, owner, mode_of(step)), g.loss_watch());
@@ -275,6 +306,7 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
                     }
                     Err(e) => Err(e),
                 };
+                hist.acquire_return(c, owner, mode, r.as_ref().ok().copied(), outcome(&r));
                 assert_eq!(outcome(&r), expect, "{ctx}: {r:?}");
                 if let Some(ms) = step["min_elapsed_ms"].as_u64() {
                     assert!(started.elapsed() >= Duration::from_millis(ms), "{ctx}: gave up early");
@@ -287,19 +319,25 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
                 }
             }
             "release" => {
+                hist.release_call(c, owner, mode);
                 let r = run.lock(c, step).release_as(OwnerId(owner)).await.map(|()| 0);
                 let got = if r.is_ok() { "ok" } else { outcome(&r) };
+                hist.release_return(c, owner, mode, got);
                 assert_eq!(got, expect, "{ctx}: {r:?}");
             }
             "start_acquire" => {
                 let lock = run.lock(c, step);
                 let id = step["id"].as_str().unwrap().to_owned();
-                let h =
-                    tokio::spawn(async move { lock.acquire_as(OwnerId(owner), None).await.map(|g| g.into_token()) });
-                run.background.insert(id, h);
+                hist.acquire_call(c, owner, mode, None);
+                let h = tokio::spawn(async move {
+                    let r = lock.acquire_as(OwnerId(owner), None).await.map(|g| g.into_token());
+                    hist.acquire_return(c, owner, mode, r.as_ref().ok().copied(), outcome(&r));
+                    r
+                });
+                run.background.insert(id, (c, owner, mode, h));
             }
             "await" => {
-                let h = run.background.remove(step["id"].as_str().unwrap()).unwrap();
+                let (_, _, _, h) = run.background.remove(step["id"].as_str().unwrap()).unwrap();
                 let within = Duration::from_millis(step["within_ms"].as_u64().unwrap_or(10_000));
                 let r =
                     tokio::time::timeout(within, h).await.unwrap_or_else(|_| panic!("{ctx}: still waiting")).unwrap();
@@ -309,9 +347,11 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
                 }
             }
             "cancel" => {
-                let h = run.background.remove(step["id"].as_str().unwrap()).unwrap();
+                let (gc, gowner, gmode, h) = run.background.remove(step["id"].as_str().unwrap()).unwrap();
                 h.abort();
-                let _ = h.await;
+                if h.await.is_err_and(|e| e.is_cancelled()) {
+                    hist.acquire_return(gc, gowner, gmode, None, "cancelled");
+                }
             }
             "hold_count" => {
                 let n = run.lock(c, step).hold_count(OwnerId(owner));
@@ -346,6 +386,7 @@ async fn run_scenario(sc: &Value, backend: &'static str, url: String) {
                     .await
                     .unwrap_or_else(|_| panic!("{ctx}: loss not reported"))
                     .unwrap_or_else(|| panic!("{ctx}: released, not lost"));
+                hist.lost(c, owner, mode);
             }
             "lock_name" => {
                 let name = step["name"].as_str().unwrap();

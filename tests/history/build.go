@@ -125,20 +125,38 @@ func FencePartitions(events []Event) []*Partition {
 // lock. A grant's hold ends at its release, or else by an expiry placed
 // between the grant and the moment the worker was told Lost (a "lost" event
 // or a release that returned ok=false), or, when the worker's history ends
-// while it holds or may hold (it died), any time after its last word.
+// while it holds or may hold (it died), any time after its last word. The
+// two halves of a read-write lock are followed apart (a client may hold
+// both: a downgrade) in one partition. A lock's reentry (a grant, with the
+// held token, to a client that holds) takes no place; the release that
+// matches it lets go of nothing.
 func MutexPartitions(events []Event) []*Partition {
 	b := newBuilder()
-	order, per := byClient(events)
-	for _, c := range order {
+	var order []string
+	per := map[string][]Event{}
+	for _, ev := range events {
+		s := ev.Client + "\x00" + ev.Mode
+		if _, ok := per[s]; !ok {
+			order = append(order, s)
+		}
+		per[s] = append(per[s], ev)
+	}
+	for _, s := range order {
+		evs := per[s]
+		c, mode := evs[0].Client, evs[0].Mode
 		var (
-			key      string
-			holding  bool  // a grant not yet released or reported lost
-			maybe    bool  // an acquire or release whose outcome is unknown
-			granted  int64 // when the current grant returned
-			lastSeen int64
-			capacity = 1
+			key       string
+			holding   bool  // a grant not yet released or reported lost
+			reentries int   // grants of the held lock on top of the first
+			held      int64 // the token of that grant
+			maybe     bool  // an acquire or release whose outcome is unknown
+			granted   int64 // when the current grant returned
+			lastSeen  int64
+			capacity  = 1
 		)
-		evs := per[c]
+		expire := func(from, to int64) {
+			b.add(key, c, MutexInput{Op: Expire, Mode: mode}, MutexOutput{Known: true, Ok: true}, from, to)
+		}
 		for i := 0; i < len(evs); i++ {
 			ev := evs[i]
 			if ev.Op != "acquire" && ev.Op != "release" && ev.Op != "lost" {
@@ -148,8 +166,8 @@ func MutexPartitions(events []Event) []*Partition {
 			lastSeen = later(lastSeen, ev.TNs)
 			if ev.Op == "lost" {
 				if holding {
-					b.add(key, c, MutexInput{Op: Expire}, MutexOutput{Known: true, Ok: true}, granted+1, ev.TNs)
-					holding = false
+					expire(granted+1, ev.TNs)
+					holding, reentries = false, 0
 				}
 				continue
 			}
@@ -166,7 +184,10 @@ func MutexPartitions(events []Event) []*Partition {
 				if ev.Permits != nil {
 					capacity = *ev.Permits
 				}
-				in := MutexInput{Op: Acquire, Capacity: capacity}
+				in := MutexInput{Op: Acquire, Capacity: capacity, Mode: mode}
+				if ev.Count != nil {
+					in.Count = *ev.Count
+				}
 				switch {
 				case ret == nil:
 					b.add(key, c, in, MutexOutput{}, ev.TNs, infinite)
@@ -174,38 +195,45 @@ func MutexPartitions(events []Event) []*Partition {
 				case ret.Token == nil:
 					// An error: it may still have been granted (a lost reply), then expired.
 					b.add(key, c, in, MutexOutput{}, ev.TNs, ret.TNs)
-					b.add(key, c, MutexInput{Op: Expire}, MutexOutput{Known: true, Ok: true}, ret.TNs+1, infinite)
+					expire(ret.TNs+1, infinite)
+				case holding && ev.Permits == nil && *ret.Token == held:
+					reentries++
 				default:
 					b.add(key, c, in, MutexOutput{Known: true, Ok: true}, ev.TNs, ret.TNs)
-					holding, granted = true, ret.TNs
+					holding, granted, held, reentries = true, ret.TNs, *ret.Token, 0
 				}
 				continue
 			}
 			// release
+			if holding && reentries > 0 && (ret == nil || (ret.Ok != nil && *ret.Ok)) {
+				reentries-- // the lock stays held (an unanswered one changes nothing either way)
+				continue
+			}
+			reentries = 0
 			switch {
 			case ret == nil:
 				if holding {
-					b.add(key, c, MutexInput{Op: Release}, MutexOutput{}, ev.TNs, infinite)
+					b.add(key, c, MutexInput{Op: Release, Mode: mode}, MutexOutput{}, ev.TNs, infinite)
 					holding, maybe = false, true
 				}
 			case ret.Ok != nil && *ret.Ok:
-				b.add(key, c, MutexInput{Op: Release}, MutexOutput{Known: true, Ok: true}, ev.TNs, ret.TNs)
+				b.add(key, c, MutexInput{Op: Release, Mode: mode}, MutexOutput{Known: true, Ok: true}, ev.TNs, ret.TNs)
 				holding = false
 			case ret.Error != "":
 				// The release failed: the hold ends when the lease or session does.
 				if holding {
-					b.add(key, c, MutexInput{Op: Expire}, MutexOutput{Known: true, Ok: true}, ev.TNs, infinite)
+					expire(ev.TNs, infinite)
 					holding = false
 				}
 			default: // told Lost on release
 				if holding {
-					b.add(key, c, MutexInput{Op: Expire}, MutexOutput{Known: true, Ok: true}, granted+1, ret.TNs)
+					expire(granted+1, ret.TNs)
 					holding = false
 				}
 			}
 		}
 		if holding || maybe {
-			b.add(key, c, MutexInput{Op: Expire}, MutexOutput{Known: true, Ok: true}, lastSeen+1, infinite)
+			expire(lastSeen+1, infinite)
 		}
 	}
 	return b.done()

@@ -1,6 +1,7 @@
 // Package history turns the operation logs that the demo and fault-suite
-// workers write (one JSON line per call, return or loss, stamped on the
-// machine's CLOCK_MONOTONIC, shared by every process of every language) into
+// workers and the conformance runners (tests/conformance/README.md) write
+// (one JSON line per call, return or loss, stamped on the machine's
+// CLOCK_MONOTONIC, shared by every process of every language) into
 // Porcupine histories, one per lock and one per fenced resource, and checks
 // them against the models in fence.go and mutex.go.
 package history
@@ -20,8 +21,11 @@ import (
 //	{"client": "rust-0/4242", "backend": "redis", "lock": "faults/x", "resource": "demo:resource:redis:faults/x",
 //	 "op": "acquire"|"read"|"write"|"release"|"lost", "kind": "call"|"return"|"event", "t_ns": 123, ...}
 //
-// Inputs on calls: acquire "permits" (absent: a lock, capacity 1); read "token"; write "token" and
-// "value" (the count written); release "token". Outputs on returns: acquire "token" or "error"; read
+// Inputs on calls: acquire "permits" (absent: a lock, capacity 1) and "count" (the permits it asks
+// for, absent: 1); read "token"; write "token" and "value" (the count written); release "token".
+// "mode" ("read" or "write", on acquire, release and lost) names a half of a read-write lock: absent
+// for a lock or a semaphore. A lock's acquire that returns while its client holds, with the token of
+// that hold, is a reentry: it takes nothing more, and it takes one more release to let go. Outputs on returns: acquire "token" or "error"; read
 // "value" (the count read, -1 when the resource refused the token); write "ok" (accepted); release
 // "ok" (false: the worker was told it had lost the lock). "lost" (kind "event") is the moment the
 // worker was told it lost the lock it holds.
@@ -34,6 +38,8 @@ type Event struct {
 	Kind     string `json:"kind"`
 	TNs      int64  `json:"t_ns"`
 	Permits  *int   `json:"permits,omitempty"`
+	Count    *int   `json:"count,omitempty"`
+	Mode     string `json:"mode,omitempty"`
 	Token    *int64 `json:"token,omitempty"`
 	Value    *int64 `json:"value,omitempty"`
 	Ok       *bool  `json:"ok,omitempty"`

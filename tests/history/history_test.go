@@ -237,3 +237,108 @@ func TestViolationReportNamesTheOffendingOperations(t *testing.T) {
 		}
 	}
 }
+
+// A lock's reentry returns the held token and takes one more release; the
+// lock is free only after the last.
+func TestReentryWithTheHeldTokenIsLegal(t *testing.T) {
+	h := &hist{}
+	h.acquire("a", 0, 1, 7)
+	h.acquire("a", 2, 3, 7)
+	h.release("a", 4, 5, true)
+	h.release("a", 6, 7, true)
+	h.acquire("b", 8, 9, 8)
+	h.release("b", 10, 11, true)
+	expect(t, h, "mutex", porcupine.Ok)
+}
+
+// A second grant with another token to a client that holds is a second
+// place, not a reentry: a double grant.
+func TestSecondGrantWithAnotherTokenIsAViolation(t *testing.T) {
+	h := &hist{}
+	h.acquire("a", 0, 1, 7)
+	h.acquire("a", 2, 3, 8)
+	h.release("a", 4, 5, true)
+	h.release("a", 6, 7, true)
+	expect(t, h, "mutex", porcupine.Illegal)
+}
+
+// A grant to another client between a reentrant holder's releases, before
+// its last one, overlaps its hold.
+func TestGrantBeforeTheLastReentrantReleaseIsAViolation(t *testing.T) {
+	h := &hist{}
+	h.acquire("a", 0, 1, 7)
+	h.acquire("a", 2, 3, 7)
+	h.release("a", 4, 5, true)
+	h.acquire("b", 6, 7, 8)
+	h.release("a", 8, 9, true)
+	h.release("b", 10, 11, true)
+	expect(t, h, "mutex", porcupine.Illegal)
+}
+
+func (h *hist) acquireMode(c, mode string, call, ret, token int64) {
+	h.ev(c, "acquire", "call", call).Mode = mode
+	h.ev(c, "acquire", "return", ret).Token = i64(token)
+	h.evs[len(h.evs)-1].Mode = mode
+}
+
+func (h *hist) releaseMode(c, mode string, call, ret int64) {
+	h.ev(c, "release", "call", call).Mode = mode
+	h.ev(c, "release", "return", ret).Ok = bptr(true)
+	h.evs[len(h.evs)-1].Mode = mode
+}
+
+// Readers share; a writer downgrades by reading before it lets go of the
+// write half; the next writer comes after every reader.
+func TestReadersShareAndADowngradeIsLegal(t *testing.T) {
+	h := &hist{}
+	h.acquireMode("a", "read", 0, 1, 1)
+	h.acquireMode("b", "read", 2, 3, 1)
+	h.releaseMode("a", "read", 4, 5)
+	h.releaseMode("b", "read", 6, 7)
+	h.acquireMode("c", "write", 8, 9, 2)
+	h.acquireMode("c", "read", 10, 11, 3)
+	h.releaseMode("c", "write", 12, 13)
+	h.acquireMode("d", "read", 14, 15, 3)
+	h.releaseMode("c", "read", 16, 17)
+	h.releaseMode("d", "read", 18, 19)
+	h.acquireMode("a", "write", 20, 21, 4)
+	h.releaseMode("a", "write", 22, 23)
+	expect(t, h, "mutex", porcupine.Ok)
+}
+
+func TestWriterBesideAReaderIsAViolation(t *testing.T) {
+	h := &hist{}
+	h.acquireMode("a", "read", 0, 1, 1)
+	h.acquireMode("b", "write", 2, 3, 2)
+	h.releaseMode("a", "read", 4, 5)
+	h.releaseMode("b", "write", 6, 7)
+	expect(t, h, "mutex", porcupine.Illegal)
+}
+
+func TestReaderBesideAnotherWriterIsAViolation(t *testing.T) {
+	h := &hist{}
+	h.acquireMode("a", "write", 0, 1, 1)
+	h.acquireMode("b", "read", 2, 3, 1)
+	h.releaseMode("a", "write", 4, 5)
+	h.releaseMode("b", "read", 6, 7)
+	expect(t, h, "mutex", porcupine.Illegal)
+}
+
+// A grant of two permits takes two places of the semaphore.
+func TestSemaphoreGrantOfTwoTakesTwoPlaces(t *testing.T) {
+	two := 2
+	h := &hist{}
+	h.ev("a", "acquire", "call", 0).Permits = &two
+	h.evs[len(h.evs)-1].Count = &two
+	h.ev("a", "acquire", "return", 1).Token = i64(1)
+	h.release("a", 2, 3, true)
+	h.acquirePermit("b", 2, 4, 5, 2)
+	h.acquirePermit("c", 2, 6, 7, 3)
+	expect(t, h, "mutex", porcupine.Ok)
+	h.ev("a", "acquire", "call", 8).Permits = &two
+	h.evs[len(h.evs)-1].Count = &two
+	h.ev("a", "acquire", "return", 9).Token = i64(4) // b and c still hold
+	h.release("b", 10, 11, true)
+	h.release("c", 12, 13, true)
+	expect(t, h, "mutex", porcupine.Illegal)
+}

@@ -1,11 +1,14 @@
 // Command histcheck checks the operation histories the demo and fault-suite
-// workers record (POLYLOCK_HISTORY_DIR) with Porcupine, an independent
-// linearizability checker, against two models: the fenced register (the
+// workers and the conformance runners record (POLYLOCK_HISTORY_DIR) with
+// Porcupine, an independent linearizability checker, against two models: the fenced register (the
 // resource refuses stale tokens: a stale write accepted, or a lost update, is
 // a violation) and mutual exclusion (never more holders than places unless
 // the extra holder is told it lost the lock).
 //
-//	histcheck [-models fence,mutex] [-timeout 120s] [-html DIR] PATH...
+//	histcheck [-models fence,mutex] [-timeout 120s] [-html DIR] [-quiet] PATH...
+//
+// -quiet prints, of the partitions that pass, only a count per model (the
+// conformance runners record hundreds of small histories).
 //
 // PATH: history files (JSON lines, see package history) or directories of
 // them. Exit status 0 when every partition is linearizable under every model
@@ -32,6 +35,7 @@ func main() {
 	models := flag.String("models", "fence,mutex", "models to check: fence, mutex, or both")
 	timeout := flag.Duration("timeout", 120*time.Second, "per partition and model; past it the check fails as undecided")
 	htmlDir := flag.String("html", "", "where to write visualizations of violations (default: next to the first PATH)")
+	quiet := flag.Bool("quiet", false, "print only violations and a count of the linearizable partitions per model")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: histcheck [-models fence,mutex] [-timeout D] [-html DIR] PATH...")
@@ -67,9 +71,16 @@ func main() {
 			fmt.Fprintf(os.Stderr, "histcheck: unknown model %q\n", name)
 			os.Exit(2)
 		}
+		passed, ops := 0, 0
 		for _, p := range parts {
 			v := history.Check(name, model, p, *timeout)
-			fmt.Printf("histcheck %s %s: %d operations of %d clients: %s\n", name, p.Key, len(p.Ops), len(p.Clients), verdict(v.Result))
+			if v.Result == porcupine.Ok {
+				passed++
+				ops += len(p.Ops)
+			}
+			if !*quiet || v.Result != porcupine.Ok {
+				fmt.Printf("histcheck %s %s: %d operations of %d clients: %s\n", name, p.Key, len(p.Ops), len(p.Clients), verdict(v.Result))
+			}
 			if v.Result == porcupine.Ok {
 				continue
 			}
@@ -83,6 +94,9 @@ func main() {
 					fmt.Printf("  visualization: %s\n", html)
 				}
 			}
+		}
+		if *quiet {
+			fmt.Printf("histcheck %s: %d of %d histories linearizable (%d operations)\n", name, passed, len(parts), ops)
 		}
 	}
 	if failed {

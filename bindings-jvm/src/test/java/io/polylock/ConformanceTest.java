@@ -265,6 +265,8 @@ class ConformanceTest {
         final Map<String, DistributedSemaphore> semaphores = new HashMap<>();
         /** Per (client, owner): the grant it holds, on which semaphore object and of how many permits. */
         final Map<String, Grant> grants = new HashMap<>();
+        /** The lock steps' operation history (POLYLOCK_HISTORY_DIR), for histcheck. */
+        final ConformanceHistory history;
 
         record Grant(DistributedSemaphore sem, int count) {}
 
@@ -273,7 +275,7 @@ class ConformanceTest {
          * acquire, {@code grant} then being what it asked for), or its lockAsync() future.
          */
         record Background(int client, int owner, DistributedLock lock, Future<String[]> waiting, CompletableFuture<Void> async,
-                Grant grant) {}
+                Grant grant, JsonNode step) {}
 
         Run(JsonNode sc, String backend, String url, String mode) {
             this.mode = mode;
@@ -284,6 +286,7 @@ class ConformanceTest {
             this.name = Servers.unique(url, "conformance-" + scenario);
             this.inspector = INSPECTORS.get(backend);
             this.permits = sc.path("permits").asInt(0);
+            this.history = new ConformanceHistory(backend, name);
         }
 
         void run() throws Exception {
@@ -398,7 +401,9 @@ class ConformanceTest {
                 case "acquire" -> {
                     Grant ask = ask(c, owner, step);
                     long started = System.nanoTime();
+                    history.acquireCall(c, owner, step, permits);
                     String[] r = as(c, owner, () -> acquirePermitsOnOwnerThread(ask, step.get("timeout_ms")));
+                    history.acquireReturn(c, owner, step, r);
                     long elapsedMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
                     assertEquals(expect, r[0], ctx);
                     if (step.has("min_elapsed_ms")) {
@@ -417,6 +422,7 @@ class ConformanceTest {
                 case "release" -> {
                     Grant g = grants.remove(key);
                     Grant release = g != null ? g : ask(c, owner, step);
+                    history.releaseCall(c, owner, step);
                     String got = as(c, owner, () -> {
                         try {
                             release.sem().release(release.count());
@@ -427,13 +433,15 @@ class ConformanceTest {
                             return outcome(e, "other_error: " + e);
                         }
                     });
+                    history.releaseReturn(c, owner, step, got);
                     assertEquals(expect, got, ctx);
                 }
                 case "start_acquire" -> {
                     Grant ask = ask(c, owner, step);
+                    history.acquireCall(c, owner, step, permits);
                     Future<String[]> waiting = thread(c, owner).submit(
                             () -> acquirePermitsOnOwnerThread(ask, step.get("timeout_ms")));
-                    background.put(step.get("id").asText(), new Background(c, owner, null, waiting, null, ask));
+                    background.put(step.get("id").asText(), new Background(c, owner, null, waiting, null, ask, step));
                 }
                 case "await_lost" -> {
                     // Not expressible: no loss listener. Wait out one lease (the grant's renewal runs every
@@ -487,7 +495,9 @@ class ConformanceTest {
                     DistributedLock lock = lockFor(c, step);
                     long before = losses.get(c).get();
                     long started = System.nanoTime();
+                    history.acquireCall(c, owner, step, permits);
                     String[] r = as(c, owner, () -> acquireOnOwnerThread(lock, step.get("timeout_ms")));
+                    history.acquireReturn(c, owner, step, r);
                     long elapsedMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
                     assertEquals(expect, r[0], ctx);
                     if (step.has("min_elapsed_ms")) {
@@ -505,6 +515,7 @@ class ConformanceTest {
                 }
                 case "release" -> {
                     DistributedLock lock = lockFor(c, step);
+                    history.releaseCall(c, owner, step);
                     String got = as(c, owner, () -> {
                         try {
                             lock.unlock();
@@ -513,15 +524,17 @@ class ConformanceTest {
                             return outcome(e, "other_error: " + e);
                         }
                     });
+                    history.releaseReturn(c, owner, step, got);
                     assertEquals(expect, got, ctx);
                 }
                 case "start_acquire" -> {
                     DistributedLock lock = lockFor(c, step);
+                    history.acquireCall(c, owner, step, permits);
                     Background b = mode.equals("async")
-                            ? new Background(c, owner, lock, null, as(c, owner, lock::lockAsync), null)
+                            ? new Background(c, owner, lock, null, as(c, owner, lock::lockAsync), null, step)
                             : new Background(c, owner, lock,
                                     thread(c, owner).submit(() -> acquireOnOwnerThread(lock, step.get("timeout_ms"))), null,
-                                    null);
+                                    null, step);
                     background.put(step.get("id").asText(), b);
                 }
                 case "await" -> {
@@ -542,6 +555,8 @@ class ConformanceTest {
                     } catch (TimeoutException e) {
                         throw new AssertionError(ctx + ": still waiting after " + within + " ms");
                     }
+                    // Stamped when the step has the answer: later than the grant, which keeps the interval whole.
+                    history.acquireReturn(b.client(), b.owner(), b.step(), r);
                     assertEquals(expect, r[0], ctx);
                     if (r[0].equals("granted")) {
                         if (b.grant() != null) {
@@ -560,6 +575,8 @@ class ConformanceTest {
                         b.waiting().cancel(true);
                         as(b.client(), b.owner(), () -> null);
                     }
+                    // Whether it was granted before the cancel is unknown to the history: an error return.
+                    history.acquireReturn(b.client(), b.owner(), b.step(), new String[] {"cancelled"});
                 }
                 case "hold_count" -> {
                     DistributedLock lock = lockFor(c, step);
@@ -619,6 +636,7 @@ class ConformanceTest {
                             lost.wait(left);
                         }
                     }
+                    history.lost(c, owner, step);
                 }
                 case "lock_name" -> {
                     String lockName = step.get("name").asText();
