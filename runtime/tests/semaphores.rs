@@ -433,3 +433,48 @@ async fn zookeeper_permits_are_curators_leases_and_go_with_the_session() {
     assert_eq!(counts("zookeeper", &url, &name).await, (2, 0));
     assert!(queue_left("zookeeper", &url, &name).await.is_empty());
 }
+
+/// Redis keeps a lock's hash and a semaphore's counter at the name itself,
+/// so one name cannot be both (Redisson's `RLock` and `RSemaphore` cannot
+/// share one either). The second kind is refused with a typed
+/// `InvalidName`, the first keeps its hold, and the refused one leaves
+/// nothing on the server. (ZooKeeper keeps them apart: a lock's nodes sit
+/// under the name, a semaphore's under `<name>/leases` and `<name>/locks`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_one_name_cannot_be_a_lock_and_a_semaphore() {
+    let url = redis_url();
+    let (a, b) = (client(&url).await, client(&url).await);
+    let refused = |what: &str, r: Result<bool, Error>| match r {
+        Err(Error::InvalidName(why)) => assert!(why.contains("another kind"), "{what}: {why}"),
+        other => panic!("{what}: not refused as a name in use by another kind: {other:?}"),
+    };
+
+    let name = unique("kinds-lock-first");
+    let held = a.lock(&name).unwrap().acquire().await.unwrap();
+    refused(
+        "a semaphore",
+        b.semaphore(&name, 2).unwrap().try_acquire(1, Duration::from_secs(1)).await.map(|p| p.is_some()),
+    );
+    assert!(queue_left("redis", &url, &name).await.is_empty(), "the refused semaphore queued");
+    let mut c = raw_redis(&url).await;
+    let timeouts: i64 = redis::cmd("EXISTS").arg(format!("{{{name}}}:timeout")).query_async(&mut c).await.unwrap();
+    assert_eq!(timeouts, 0, "the refused semaphore left a permit");
+    held.release().await.expect("the lock kept its hold");
+    assert!(redis_leftovers(&url, &name).await.is_empty());
+
+    let name = unique("kinds-semaphore-first");
+    let permits = a.semaphore(&name, 2).unwrap().acquire(1).await.unwrap();
+    refused("a lock", b.lock(&name).unwrap().try_acquire(Duration::from_secs(1)).await.map(|g| g.is_some()));
+    refused(
+        "a read lock",
+        b.rw_lock(&name).unwrap().read().try_acquire(Duration::from_secs(1)).await.map(|g| g.is_some()),
+    );
+    assert!(
+        redis_leftovers(&url, &name)
+            .await
+            .iter()
+            .all(|k| !k.starts_with("polylock_queue") && !k.starts_with("polylock_rwqueue")),
+        "the refused lock queued"
+    );
+    permits.release().await.expect("the semaphore kept its permit");
+}

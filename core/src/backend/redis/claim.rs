@@ -452,6 +452,15 @@ impl RedisClaim {
             self.finish();
             return Progress::Refused(Error::PermitsMismatch { server, ours: total });
         }
+        if holds_another_kind(&reply) {
+            // The script failed at its first access to the name's key, before it wrote.
+            self.finish();
+            return Progress::Refused(Error::InvalidName(format!(
+                "{:?} is in use on this server by another kind of primitive (the key holds another \
+                 kind of value): a lock or read-write lock and a semaphore cannot share a name",
+                self.keys.lock()
+            )));
+        }
         let (granted, value, first) = match parse_pair(&reply) {
             Ok(Some(pair)) => pair,
             Ok(None) => {
@@ -644,6 +653,12 @@ fn short_of(cx: &Cx<'_>, acks: Option<i64>) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// Redis's `WRONGTYPE`: the key at the name holds another kind of value
+/// than this primitive keeps there (a lock's hash, a semaphore's counter).
+fn holds_another_kind(reply: &Reply) -> bool {
+    matches!(reply, Reply::Refused(text) if text.split([' ', ':']).next() == Some("WRONGTYPE"))
 }
 
 /// A semaphore acquire's `{-1, N}`: the server's number of permits is `N`, not ours.
