@@ -24,6 +24,10 @@
 //! such reader. From then on, a newcomer can cut before our next renewal
 //! has seen it: our renewal interval (a third of the lease) must be below
 //! the newcomer's `W` for that first cut (docs/wire-compatibility.md).
+//! The latest cut seen counts, not the shortest: one party's `W` is at
+//! least every cut of its that we see, however late we see it, while the
+//! shortest would keep a cut seen just before it ran out (a few ms left)
+//! as the bound. Parties of different `W`s are the limit this leaves.
 
 use std::time::Duration;
 
@@ -38,10 +42,11 @@ pub(crate) struct OutsideCut {
 }
 
 impl OutsideCut {
-    /// A renewal answered at `now` found `left_ms` left (-1: no other live
-    /// reader holds beside us, or nothing expires). Our own last extension was made no
-    /// earlier than `counted_from`, for `lease`; `drift` is the margin for
-    /// the server's clock running at another rate than ours.
+    /// A renewal answered at `now` found `left_ms` left (-1: no other
+    /// live reader holds beside us, or nothing expires). Our own last
+    /// extension was made no earlier than `counted_from`, for `lease`;
+    /// `drift` is the margin for the server's clock running at another
+    /// rate than ours.
     pub(crate) fn observe(
         &mut self,
         left_ms: i64,
