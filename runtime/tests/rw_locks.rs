@@ -469,6 +469,93 @@ async fn redis_a_reader_whose_timeout_key_ran_out_is_told_before_a_writer_gets_i
     ours.close().await;
 }
 
+/// Redisson's read renewal (RedissonReadLock's watchdog script): while
+/// reader `ARGV[2]` holds, the hash and every reader's timeout key get
+/// `ARGV[1]` ms, whatever they had.
+const REDISSON_READ_RENEW: &str = r#"
+if redis.call('HEXISTS', KEYS[1], ARGV[2]) == 0 then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local n = tonumber(redis.call('HGET', KEYS[1], f))
+  if type(n) == 'number' then
+    for i = n, 1, -1 do
+      redis.call('PEXPIRE', KEYS[2] .. ':' .. f .. ':rwlock_timeout:' .. i, ARGV[1])
+    end
+  end
+end
+return 1
+"#;
+
+/// Issue 46, item 4, the cut itself: a Redisson reader's watchdog (here
+/// 900 ms, every 300 ms) keeps cutting the hash and our reader's timeout
+/// key below our renewal interval (lease 6 s: every 2 s). Once it unlocks,
+/// the hash lives only as long as our cut key. Our renewal reports the cut,
+/// and our reader renews by it, so the server never drops our reader while
+/// it believes it holds (without that, the hash ran out about 3.9 s in and
+/// our reader heard of it at its renewal 4 s in).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_reader_renews_by_a_redisson_watchdogs_cut() {
+    let url = redis_url();
+    let name = unique("rw-cut");
+    let ours = client_with(&url, polylock::ClientOptions { lease: Duration::from_secs(6), ..Default::default() }).await;
+    let writer = client(&url).await;
+    let mut raw = raw_redis(&url).await;
+    let redisson = "3f1c9a7e-0000-4000-8000-000000000004:1";
+    redisson_reader(&mut raw, &name, redisson, 900).await;
+    let rw = ours.rw_lock(&name).unwrap();
+    let reader = rw.read().acquire().await.unwrap();
+    let start = tokio::time::Instant::now();
+    let field = rw.read().holder_id(reader.owner());
+    let watchdog = {
+        let (mut raw, name) = (raw.clone(), name.clone());
+        tokio::spawn(async move {
+            loop {
+                let _: i64 = redis::Script::new(REDISSON_READ_RENEW)
+                    .key(&name)
+                    .key(format!("{{{name}}}"))
+                    .arg(900)
+                    .arg(redisson)
+                    .invoke_async(&mut raw)
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        })
+    };
+    let w = writer.rw_lock(&name).unwrap();
+    let waiting =
+        tokio::spawn(async move { w.write().try_acquire(Duration::from_secs(20)).await.map(|g| g.is_some()) });
+    tokio::time::sleep_until(start + Duration::from_secs(3)).await;
+    watchdog.abort();
+    let _ = watchdog.await;
+    let _: i64 = redis::Script::new(REDISSON_READ_UNLOCK)
+        .key(&name)
+        .key(format!("{{{name}}}"))
+        .key(format!("redisson_rwlock:{{{name}}}"))
+        .arg(redisson)
+        .invoke_async(&mut raw)
+        .await
+        .unwrap();
+    while start.elapsed() < Duration::from_millis(4_500) {
+        // Dropped first, not told after: the server let go of a reader that still believes it holds.
+        let kept: bool = redis::cmd("HEXISTS").arg(&name).arg(&field).query_async(&mut raw).await.unwrap();
+        let told = reader.lost_reason();
+        assert!(
+            kept || told.is_some(),
+            "{} ms in, the server dropped our reader, which still believes it holds the lock",
+            start.elapsed().as_millis()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(reader.lost_reason().is_none(), "our reader, renewing by the cut, lost the lock");
+    assert!(!waiting.is_finished(), "the writer got in beside our reader");
+    reader.release().await.unwrap();
+    let granted = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+    assert!(matches!(granted, Ok(Ok(Ok(true)))), "the writer after our release: {granted:?}");
+    writer.close().await;
+    ours.close().await;
+}
+
 /// Issue 46: a reader that crashed leaves its field in the hash, and its
 /// timeout key runs out. The last live reader's release removes it, as
 /// Redisson's read unlock does, so a waiting writer is granted at once, not

@@ -530,17 +530,126 @@ impl RedisModel {
         if !self.hexists(now, &k[0], &a[0]) {
             return RedisValue::Int(0);
         }
-        let mut kept = 1;
-        if a[2] == "read" && !self.exists(now, &k[1]) {
-            self.keys.insert(k[1].clone(), (Value::Counter(1), Some(now + lease)));
-            kept = 0;
-        } else if a[2] == "read" {
+        let mut left = -1;
+        if a[2] == "read" {
+            let mine = self.pttl(now, &k[1]);
+            if mine == -2 {
+                self.keys.insert(k[1].clone(), (Value::Counter(1), Some(now + lease)));
+                if self.pttl(now, &k[0]) < lease as i64 {
+                    self.pexpire(now, &k[0], lease);
+                }
+                return RedisValue::Int(0);
+            }
+            let Some(Value::Hash(h)) = self.live(now, &k[0]) else { unreachable!() };
+            let readers: Vec<(String, i64)> = h
+                .iter()
+                .filter(|(f, _)| *f != "mode" && **f != a[0] && !f.ends_with(":write"))
+                .map(|(f, n)| (f.clone(), *n))
+                .collect();
+            let base = &a[3];
+            let other = readers
+                .iter()
+                .any(|(f, n)| (1..=(*n).max(1)).any(|i| self.exists(now, &format!("{base}:{f}:rwlock_timeout:{i}"))));
+            if other {
+                left = self.pttl(now, &k[0]);
+                if left < 0 || (mine >= 0 && mine < left) {
+                    left = mine;
+                }
+            }
             self.pexpire(now, &k[1], lease);
         }
         if self.pttl(now, &k[0]) < lease as i64 {
             self.pexpire(now, &k[0], lease);
         }
-        RedisValue::Int(kept)
+        RedisValue::Array(vec![RedisValue::Int(1), RedisValue::Int(left)])
+    }
+
+    // ---- Redisson's RReadWriteLock read half (RedissonReadLock), line for
+    // line with its Lua: what an outside reader does beside ours. `base` is
+    // `{name}`, a reader's timeout keys `{name}:<field>:rwlock_timeout:<n>`.
+
+    /// `tryLockInnerAsync` of a reader (no writer of its own): granted
+    /// (`true`) in a free or read-mode lock.
+    pub fn redisson_read_lock(&mut self, now: u64, lock: &str, base: &str, field: &str, watchdog: u64) -> bool {
+        let mode = self.rw_mode(now, lock);
+        if mode == Some(2) {
+            return false;
+        }
+        if mode.is_none() {
+            let mut h = BTreeMap::new();
+            h.insert("mode".to_owned(), 1);
+            self.keys.insert(lock.to_owned(), (Value::Hash(h), None));
+        }
+        let Some(Value::Hash(h)) = self.live(now, lock) else { unreachable!() };
+        let n = h.get(field).copied().unwrap_or(0) + 1;
+        h.insert(field.to_owned(), n);
+        self.keys.insert(format!("{base}:{field}:rwlock_timeout:{n}"), (Value::Counter(1), Some(now + watchdog)));
+        let keep = self.pttl(now, lock).max(watchdog as i64) as u64;
+        self.pexpire(now, lock, keep);
+        true
+    }
+
+    /// `renewExpirationAsync`, the watchdog: while `field` holds, the hash
+    /// and every reader's timeout key get `watchdog` ms, ours included.
+    pub fn redisson_read_renew(&mut self, now: u64, lock: &str, base: &str, field: &str, watchdog: u64) -> bool {
+        if !self.hexists(now, lock, field) {
+            return false;
+        }
+        self.pexpire(now, lock, watchdog);
+        let Some(Value::Hash(h)) = self.live(now, lock) else { unreachable!() };
+        if h.len() > 1 {
+            let readers: Vec<(String, i64)> =
+                h.iter().filter(|(f, _)| *f != "mode").map(|(f, n)| (f.clone(), *n)).collect();
+            for (f, n) in readers {
+                for i in 1..=n {
+                    self.pexpire(now, &format!("{base}:{f}:rwlock_timeout:{i}"), watchdog);
+                }
+            }
+        }
+        true
+    }
+
+    /// `unlockInnerAsync` of a reader: its hold ends; the hash then lives
+    /// as long as the longest-lived timeout key, or goes (and Redisson's
+    /// channel hears `0`) when none is alive. Returns the publish.
+    pub fn redisson_read_unlock(&mut self, now: u64, lock: &str, base: &str, field: &str) -> Option<String> {
+        let mode = self.rw_mode(now, lock)?;
+        if !self.hexists(now, lock, field) {
+            return None;
+        }
+        let Some(Value::Hash(h)) = self.live(now, lock) else { unreachable!() };
+        let n = h[field] - 1;
+        if n == 0 {
+            h.remove(field);
+        } else {
+            h.insert(field.to_owned(), n);
+        }
+        self.keys.remove(&format!("{base}:{field}:rwlock_timeout:{}", n + 1));
+        let Some(Value::Hash(h)) = self.live(now, lock) else { unreachable!() };
+        if h.len() > 1 {
+            let readers: Vec<(String, i64)> =
+                h.iter().filter(|(f, _)| *f != "mode").map(|(f, n)| (f.clone(), *n)).collect();
+            let mut max = -3;
+            for (f, n) in readers {
+                for i in 1..=n {
+                    max = max.max(self.pttl(now, &format!("{base}:{f}:rwlock_timeout:{i}")));
+                }
+            }
+            if max > 0 {
+                self.pexpire(now, lock, max as u64);
+                return None;
+            }
+            if mode == 2 {
+                return None;
+            }
+        }
+        self.keys.remove(lock);
+        Some("0".to_owned())
+    }
+
+    /// Whether `field` holds the lock hash `key` (for oracles).
+    pub fn holds(&mut self, now: u64, key: &str, field: &str) -> bool {
+        self.hexists(now, key, field)
     }
 
     // ---- the semaphore's scripts (sem_scripts.rs), line for line -------

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::cut::OutsideCut;
 use super::keys::RedisKeys;
 use super::rw_scripts::{RW_ACQUIRE, RW_LEAVE, RW_RENEW};
 use super::scripts::{ACQUIRE, LEAVE, RENEW};
@@ -126,6 +127,11 @@ pub(crate) struct RedisClaim {
     by_source: bool,
     /// The acquire in flight is the recheck after subscribing.
     rechecking: bool,
+    /// When the lease we hold was last set, at the earliest (a renewal's
+    /// or acquire's send time, a handoff's `queued_since`).
+    lease_from: Instant,
+    /// What our renewals saw of an outside party shortening our hold.
+    cut: OutsideCut,
 }
 
 /// The durations one claim runs with (per acquire: two handles of one name
@@ -185,6 +191,8 @@ impl RedisClaim {
             unacked: None,
             by_source: false,
             rechecking: false,
+            lease_from: Instant::default(),
+            cut: OutsideCut::default(),
         }
     }
 
@@ -371,7 +379,12 @@ impl RedisClaim {
                 cx,
                 &RW_RENEW,
                 vec![self.keys.lock().to_owned(), self.read_timeout()],
-                vec![self.field.clone(), lease, self.role.word().to_owned()],
+                vec![
+                    self.field.clone(),
+                    lease,
+                    self.role.word().to_owned(),
+                    self.keys.timeout_base().unwrap_or_default().to_owned(),
+                ],
             ),
             RedisRole::Permits { count, .. } => self.eval(
                 cx,
@@ -387,11 +400,16 @@ impl RedisClaim {
     /// The lease is confirmed until `sent_at + lease`: the server set the
     /// expiry no earlier than we sent the request. Our own deadline is that
     /// less the drift margin, so we report loss before the server can expire it.
+    /// When an outside party cuts our hold shorter than the lease (see
+    /// [`OutsideCut`]), both count from what the cut left instead: a cut
+    /// no longer than the drift margin is a loss at once.
     fn confirm_lease(&mut self, sent_at: Instant) {
         let t = self.terms;
-        self.timers.set(Timer::Loss, sent_at.saturating_add(t.lease).saturating_sub(t.drift()));
+        let lease = self.cut.lease(t.lease);
+        self.lease_from = sent_at;
+        self.timers.set(Timer::Loss, sent_at.saturating_add(lease).saturating_sub(t.drift()));
         // A third of the lease, as Redisson's watchdog.
-        self.timers.set(Timer::Renew, sent_at.saturating_add(t.lease / 3));
+        self.timers.set(Timer::Renew, sent_at.saturating_add(lease / 3));
         self.backoff.reset();
     }
 
@@ -562,19 +580,22 @@ impl RedisClaim {
     fn on_renewed(&mut self, cx: &mut Cx<'_>, token: FencingToken, sent_at: Instant, reply: Reply) -> Progress {
         self.phase = Phase::Held { token, renew: None };
         let (reply, acks) = split_acks(cx, reply);
-        match reply {
-            Reply::Redis(RedisValue::Int(1)) if short_of(cx, acks).is_none() => {
+        if let Some(left_ms) = renewed(&reply) {
+            // A cut is known once the master reports it, acknowledged or not.
+            let t = self.terms;
+            self.cut.observe(left_ms, t.lease, t.drift(), self.lease_from, cx.now);
+            if short_of(cx, acks).is_none() {
                 self.confirm_lease(sent_at);
-                Progress::Pending
-            }
-            // Extended on the master alone: the replicas still have the old
-            // expiry, so the lease is not counted as extended; the Loss
-            // timer still runs from the last acknowledged one.
-            Reply::Redis(RedisValue::Int(1)) => {
+            } else {
+                // Extended on the master alone: the replicas still have the
+                // old expiry, so the lease is not counted as extended; the
+                // Loss timer still runs from the last acknowledged one.
                 self.timers.clear(Timer::Renew);
                 self.retry_later(cx);
-                Progress::Pending
             }
+            return Progress::Pending;
+        }
+        match reply {
             Reply::Redis(RedisValue::Int(0)) => {
                 self.timers.clear_all();
                 Progress::Lost(LossReason::RenewalRefused)
@@ -659,6 +680,20 @@ fn short_of(cx: &Cx<'_>, acks: Option<i64>) -> Option<String> {
 /// than this primitive keeps there (a lock's hash, a semaphore's counter).
 fn holds_another_kind(reply: &Reply) -> bool {
     matches!(reply, Reply::Refused(text) if text.split([' ', ':']).next() == Some("WRONGTYPE"))
+}
+
+/// A renewal's "extended": the mutex's and the semaphore's `1`, or the
+/// read-write lock's `{1, left}` with what the hold had left before it
+/// (-1: nothing to go by). `None` for any other reply.
+fn renewed(reply: &Reply) -> Option<i64> {
+    match reply {
+        Reply::Redis(RedisValue::Int(1)) => Some(-1),
+        Reply::Redis(RedisValue::Array(items)) => match items.as_slice() {
+            [RedisValue::Int(1), RedisValue::Int(left)] => Some(*left),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// A semaphore acquire's `{-1, N}`: the server's number of permits is `N`, not ours.

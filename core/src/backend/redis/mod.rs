@@ -40,9 +40,10 @@
 //! fencing ([`sem_scripts`]).
 //!
 //! The pieces: [`scripts`] (the Lua), [`rw_scripts`], [`sem_scripts`], [`keys`] (where a lock lives),
-//! `claim` (one claim's life), [`status`] (reading a lock's state).
+//! `claim` (one claim's life), `cut` (a read lease another reader cut short), [`status`] (reading a lock's state).
 
 mod claim;
+mod cut;
 pub mod keys;
 mod lua;
 pub mod rw_scripts;

@@ -235,33 +235,61 @@ return 0
 };
 
 /// KEYS: lock, our reader timeout key. ARGV: field, lease ms, `read` or
-/// `write`. Extends our hold if our field still holds the lock: the
-/// reader's timeout key to the lease, the hash to at least the lease.
-/// Returns 1, else 0 (we lost it). A reader whose field holds but whose
-/// timeout key is gone has lost it too: a Redisson reader's renewal sets
-/// every reader's key to Redisson's watchdog time, and once that ran out a
-/// Redisson reader's unlock judged us dead (it may delete the hash and let
-/// a writer in). The key is made again, so Redisson's unlocks count us
-/// until our leave, and 0 is answered. (So a polylock reader beside
-/// Redisson readers must renew more often than Redisson's
-/// `lockWatchdogTimeout`.)
+/// `write`, the reader timeout key base (`{name}`). Extends our hold if
+/// our field still holds the lock: the reader's timeout key to the lease,
+/// the hash to at least the lease. Returns `{1, left}`, else 0 (we lost
+/// it). `left`, a reader's only: how many ms the shorter of the hash and
+/// our timeout key had left before this renewal extended them, while
+/// another reader (one with a live timeout key) holds beside us; else -1
+/// (nobody can shorten them until a reader joins; nobody shortens a
+/// writer's). Core compares it with what our own last extension left and,
+/// when another reader cut it shorter, renews and counts its loss deadline
+/// by it: a Redisson reader's renewal sets the hash and every reader's key
+/// to Redisson's watchdog time (see `backend/redis/cut.rs`).
+/// A reader whose field holds but whose timeout key is gone has lost it
+/// too: once the cut key ran out, a Redisson reader's unlock judged us
+/// dead (it may delete the hash and let a writer in). The key is made
+/// again, so Redisson's unlocks count us until our leave, and 0 is
+/// answered.
 pub static RW_RENEW: Script = Script {
     name: "polylock_rw_renew",
     sha1: std::sync::OnceLock::new(),
     source: lua!(
-        r#"-- polylock rw renew v2
+        r#"-- polylock rw renew v3
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
-local kept = 1
-if ARGV[3] == 'read' and redis.call('PEXPIRE', KEYS[2], ARGV[2]) == 0 then
-  redis.call('SET', KEYS[2], 1, 'PX', ARGV[2])
-  kept = 0
+local lease = tonumber(ARGV[2])
+local left = -1
+if ARGV[3] == 'read' then
+  local mine = redis.call('PTTL', KEYS[2])
+  if mine == -2 then
+    redis.call('SET', KEYS[2], 1, 'PX', ARGV[2])
+    if redis.call('PTTL', KEYS[1]) < lease then
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    end
+    return 0
+  end
+  -- Another reader whose timeout key lives (a dead one cuts nothing).
+  local h = redis.call('HGETALL', KEYS[1])
+  for i = 1, #h, 2 do
+    local f = h[i]
+    if left == -1 and f ~= 'mode' and f ~= ARGV[1] and string.sub(f, -6) ~= ':write' then
+      for n = 1, tonumber(h[i + 1]) or 1 do
+        if redis.call('EXISTS', ARGV[4] .. ':' .. f .. ':rwlock_timeout:' .. n) == 1 then
+          left = redis.call('PTTL', KEYS[1])
+          if left < 0 or (mine >= 0 and mine < left) then left = mine end
+          break
+        end
+      end
+    end
+  end
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
 end
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+if redis.call('PTTL', KEYS[1]) < lease then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-return kept
+return {1, left}
 "#
     ),
 };
