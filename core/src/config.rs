@@ -31,6 +31,31 @@ impl std::fmt::Display for Backend {
     }
 }
 
+/// Redis: which replicas must acknowledge each grant and renewal (the
+/// URL's `replicas=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicasAsked {
+    /// No `replicas=`: Redisson's `checkLockSyncedSlaves` default, one
+    /// while the master lists any replica, else none.
+    OneIfAny,
+    /// `replicas=K`: K, whatever the master lists (with K above the live
+    /// replicas, no grant is reported).
+    Exactly(u32),
+    /// `replicas=all`: every replica the master lists, counted again as it
+    /// changes. A replica that missed a grant can then only be promoted if
+    /// it was not listed (disconnected) when the grant was made; the
+    /// master's `min-replicas-to-write` closes that gap on the server.
+    All,
+}
+
+impl ReplicasAsked {
+    /// Whether `replicas` follows the count the master lists (the driver
+    /// then recounts and reports it).
+    pub fn follows_the_master(self) -> bool {
+        !matches!(self, ReplicasAsked::Exactly(_))
+    }
+}
+
 /// Settings of one lock machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LockConfig {
@@ -49,11 +74,12 @@ pub struct LockConfig {
     pub max_backoff: Duration,
     /// Redis: how many replicas must acknowledge (`WAIT`) each grant and
     /// renewal before it counts; 0: none asked (a lone server). The driver
-    /// sets it (`replicas=K`, Sentinel: 1 when the master has replicas).
+    /// sets it (`replicas=K`; Sentinel: 1 when the master has replicas, or
+    /// every one with `replicas=all`).
     pub replicas: u32,
-    /// Redis: the `replicas=K` the user asked for; `None`: `replicas`
+    /// Redis: what the URL's `replicas=` asked for, from which `replicas`
     /// follows what the master lists ([`Self::see_replicas`]).
-    pub replicas_asked: Option<u32>,
+    pub replicas_asked: ReplicasAsked,
     /// Redis: how long one `WAIT` for `replicas` may block (Redisson's
     /// `slavesSyncTimeout`, 1 s).
     pub replica_timeout: Duration,
@@ -80,7 +106,7 @@ impl LockConfig {
             min_backoff: Duration::from_millis(50),
             max_backoff: Duration::from_secs(2),
             replicas: 0,
-            replicas_asked: None,
+            replicas_asked: ReplicasAsked::OneIfAny,
             replica_timeout: Duration::from_secs(1),
             shard_release: false,
             cluster: false,
@@ -88,23 +114,26 @@ impl LockConfig {
     }
 
     /// Redis with replicas (Sentinel, Cluster): how many must acknowledge
-    /// each grant and renewal. `asked` is the URL's `replicas=K`; without
-    /// it, Redisson's `checkLockSyncedSlaves` default: one while the master
-    /// lists replicas (`replicas_seen`, at connect, then each time the
-    /// driver sees the count change: [`Self::see_replicas`]), else none.
+    /// each grant and renewal. `asked` is the URL's `replicas=`; the master
+    /// lists `replicas_seen` replicas at connect, and the driver reports
+    /// each change of that count later ([`Self::see_replicas`]).
     /// Each `WAIT` blocks at most half a request, so a slow replica cannot
     /// turn a grant into a request timeout.
-    pub fn acknowledge_replicas(&mut self, asked: Option<u32>, replicas_seen: usize, request_timeout: Duration) {
+    pub fn acknowledge_replicas(&mut self, asked: ReplicasAsked, replicas_seen: usize, request_timeout: Duration) {
         self.replicas_asked = asked;
         self.see_replicas(replicas_seen);
         self.replica_timeout = self.replica_timeout.min(request_timeout / 2);
     }
 
-    /// The master now lists `replicas_seen` replicas: without `replicas=K`,
-    /// one must acknowledge each write while it has any (a master that
-    /// gained its first replica after we connected is waited for too).
+    /// The master now lists `replicas_seen` replicas: the acknowledgements
+    /// each grant and renewal asks from now on ([`ReplicasAsked`]).
     pub fn see_replicas(&mut self, replicas_seen: usize) {
-        self.replicas = self.replicas_asked.unwrap_or(u32::from(replicas_seen > 0));
+        let seen = u32::try_from(replicas_seen).unwrap_or(u32::MAX);
+        self.replicas = match self.replicas_asked {
+            ReplicasAsked::OneIfAny => seen.min(1),
+            ReplicasAsked::Exactly(k) => k,
+            ReplicasAsked::All => seen,
+        };
     }
 
     /// Checks the values; the machine refuses a config that fails here.
@@ -197,19 +226,19 @@ mod backend_name_tests {
 
 #[cfg(test)]
 mod replica_tests {
-    use super::{Backend, LockConfig};
+    use super::{Backend, LockConfig, ReplicasAsked};
     use std::time::Duration;
 
     #[test]
     fn replicas_default_to_one_when_the_master_has_any_and_wait_at_most_half_a_request() {
         let mut c = LockConfig::new(Backend::Redis);
-        c.acknowledge_replicas(None, 2, Duration::from_secs(5));
+        c.acknowledge_replicas(ReplicasAsked::OneIfAny, 2, Duration::from_secs(5));
         assert_eq!((c.replicas, c.replica_timeout), (1, Duration::from_secs(1)));
         let mut c = LockConfig::new(Backend::Redis);
-        c.acknowledge_replicas(None, 0, Duration::from_millis(800));
+        c.acknowledge_replicas(ReplicasAsked::OneIfAny, 0, Duration::from_millis(800));
         assert_eq!((c.replicas, c.replica_timeout), (0, Duration::from_millis(400)));
         let mut c = LockConfig::new(Backend::Redis);
-        c.acknowledge_replicas(Some(3), 0, Duration::from_secs(5));
+        c.acknowledge_replicas(ReplicasAsked::Exactly(3), 0, Duration::from_secs(5));
         assert_eq!(c.replicas, 3, "the URL's replicas=K wins over what was seen");
         c.see_replicas(1);
         assert_eq!(c.replicas, 3, "and over what is seen later");
@@ -218,10 +247,23 @@ mod replica_tests {
     #[test]
     fn the_default_follows_the_replicas_the_master_lists() {
         let mut c = LockConfig::new(Backend::Redis);
-        c.acknowledge_replicas(None, 0, Duration::from_secs(5));
+        c.acknowledge_replicas(ReplicasAsked::OneIfAny, 0, Duration::from_secs(5));
         c.see_replicas(2);
         assert_eq!(c.replicas, 1, "replicas joined after connect");
         c.see_replicas(0);
         assert_eq!(c.replicas, 0, "the master lost its replicas");
+    }
+
+    #[test]
+    fn replicas_all_asks_every_replica_the_master_lists_as_the_count_changes() {
+        let mut c = LockConfig::new(Backend::Redis);
+        c.acknowledge_replicas(ReplicasAsked::All, 2, Duration::from_secs(5));
+        assert_eq!(c.replicas, 2, "both replicas listed at connect");
+        c.see_replicas(1);
+        assert_eq!(c.replicas, 1, "one replica left (its master refuses writes under min-replicas-to-write)");
+        c.see_replicas(3);
+        assert_eq!(c.replicas, 3, "a replica joined");
+        assert!(ReplicasAsked::All.follows_the_master() && ReplicasAsked::OneIfAny.follows_the_master());
+        assert!(!ReplicasAsked::Exactly(2).follows_the_master());
     }
 }

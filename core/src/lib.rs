@@ -127,7 +127,7 @@ mod timers;
 
 pub use backend::{redis, zk};
 
-pub use config::{Backend, LockConfig};
+pub use config::{Backend, LockConfig, ReplicasAsked};
 pub use error::{Error, LossReason};
 pub use ids::{holder_id, FencingToken, Nonce, OwnerId, ReleaseId, RequestId, Ticket};
 pub use io::{

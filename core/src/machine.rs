@@ -191,6 +191,13 @@ impl LockMachine {
         })
     }
 
+    /// Redis: the master now lists `replicas_seen` replicas; this lock's
+    /// next grant or renewal asks the acknowledgements that makes
+    /// ([`LockConfig::see_replicas`]).
+    pub fn see_replicas(&mut self, replicas_seen: usize) {
+        self.cfg.see_replicas(replicas_seen);
+    }
+
     // ---- getters -------------------------------------------------------
 
     /// The lock's name.

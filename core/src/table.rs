@@ -178,12 +178,17 @@ impl LockTable {
     }
 
     /// Redis: the master now lists `replicas` replicas (see
-    /// [`LockConfig::see_replicas`]). As with the session timeout, locks
-    /// made from now on use it; a machine keeps the count its claims
-    /// started with, so it reads the replies to its own requests by the
-    /// count it asked them with.
+    /// [`LockConfig::see_replicas`]). Every lock asks the new count from its
+    /// next grant or renewal on, the locks already held or queued too: a
+    /// holder granted while the master had one replica must not go on
+    /// renewing with one acknowledgement once it has two (the other could
+    /// be promoted with an older expiry). A reply is read by the count its
+    /// own request asked.
     pub fn set_replicas_seen(&mut self, replicas: usize) {
         self.config.see_replicas(replicas);
+        for entry in self.locks.values_mut() {
+            entry.machine.see_replicas(replicas);
+        }
     }
 
     // ---- queries ---------------------------------------------------------

@@ -187,3 +187,108 @@ fn a_grant_answered_after_its_lease_ran_out_is_not_reported_and_is_asked_again()
         assert_eq!(events(&mut m), vec![Event::Granted { ticket, owner, token: FencingToken(8), reentry: 0 }]);
     }
 }
+
+/// A table whose count follows the master (`replicas=all`), seeing `seen` replicas now.
+fn table_following(seen: usize) -> LockTable {
+    let mut cfg = LockConfig::new(Backend::Redis);
+    cfg.set_lease(Duration::from_secs(3));
+    cfg.acknowledge_replicas(ReplicasAsked::All, seen, Duration::from_secs(5));
+    LockTable::new(cfg, Nonce(7)).unwrap()
+}
+
+/// Drains the table: its commands and events, and the timer it asks for.
+fn drain(t: &mut LockTable) -> (Vec<Command>, Vec<Event>, Option<Instant>) {
+    let (mut cmds, mut evs, mut timer) = (vec![], vec![], None);
+    while let Some(out) = t.poll_output() {
+        match out {
+            Output::Command(c) => cmds.push(c),
+            Output::Event { event, .. } => evs.push(event),
+            Output::Timeout(at) => timer = Some(at),
+            other => panic!("{other:?}"),
+        }
+    }
+    (cmds, evs, timer)
+}
+
+/// Acquires the lock "t" and grants it with `acks` acknowledgements of
+/// `asked`; returns the timer the table asks for then.
+fn hold_in(t: &mut LockTable, asked: u32, acks: i64) -> Instant {
+    t.acquire(
+        at(0),
+        &LockName::new("t").unwrap(),
+        LockMode::Exclusive,
+        OwnerId(1),
+        AcquireOptions::default(),
+        Nonce(2),
+    )
+    .unwrap();
+    let (cmds, _, _) = drain(t);
+    let [acquire] = cmds.as_slice() else { panic!("{cmds:?}") };
+    assert_eq!(acked_script(acquire, asked), "polylock_acquire");
+    t.handle_reply(at(0), acquire.id, acked(pair(1, 7), acks));
+    let (_, evs, timer) = drain(t);
+    assert!(matches!(evs.as_slice(), [Event::Granted { .. }]), "{evs:?}");
+    timer.expect("the renewal timer")
+}
+
+/// `replicas=all`: a lock held when the master's replica count changes asks
+/// the new count from its next request on. A holder granted while the
+/// master had one replica (the set not yet whole after a failover) renews
+/// with `WAIT 2` once a second one is listed, and a renewal only one
+/// acknowledged does not extend its lease: the replica that lacks it could
+/// be promoted with the older expiry.
+#[test]
+fn a_lock_in_use_asks_every_replica_the_master_lists_now() {
+    let mut t = table_following(1);
+    let mut timer = hold_in(&mut t, 1, 1);
+    t.set_replicas_seen(2);
+    let mut lost_at = None;
+    while lost_at.is_none() {
+        let now = timer;
+        assert!(now < at(3_000), "no loss within the lease ({now:?})");
+        t.handle_timeout(now);
+        let (cmds, evs, next) = drain(&mut t);
+        if evs.iter().any(|e| matches!(e, Event::Lost { reason: LossReason::LeaseExpired, .. })) {
+            lost_at = Some(now);
+        }
+        for cmd in cmds {
+            if matches!(&cmd.op, Op::Redis(RedisOp::Eval { script, .. }) if script.name == "polylock_leave") {
+                t.handle_reply(now, cmd.id, Reply::Redis(int(1)));
+                continue;
+            }
+            assert_eq!(acked_script(&cmd, 2), "polylock_renew");
+            t.handle_reply(now, cmd.id, acked(int(1), 1));
+        }
+        let (_, _, after_replies) = drain(&mut t);
+        timer = after_replies.or(next).unwrap_or(now);
+    }
+    assert!(lost_at.unwrap() <= at(3_000 - 30 - 12), "{lost_at:?}");
+}
+
+/// A reply is read by the acknowledgements its own request asked for: a
+/// renewal sent with `WAIT 1` and answered after the master lost its last
+/// replica (the count now 0, no `WAIT` asked) still carries its count, and
+/// extends the lease; the next renewal asks none.
+#[test]
+fn a_reply_is_read_by_the_acknowledgements_its_request_asked_for() {
+    let mut t = table_following(1);
+    let renew_at = hold_in(&mut t, 1, 1);
+    t.handle_timeout(renew_at);
+    let (cmds, _, _) = drain(&mut t);
+    let [renew] = cmds.as_slice() else { panic!("{cmds:?}") };
+    assert_eq!(acked_script(renew, 1), "polylock_renew");
+    t.set_replicas_seen(0);
+    t.handle_reply(renew_at, renew.id, acked(int(1), 1));
+    let (cmds, evs, timer) = drain(&mut t);
+    assert_eq!((cmds.len(), evs.len()), (0, 0), "{cmds:?} {evs:?}");
+    let next = timer.expect("the next renewal");
+    assert!(next < at(3_000), "renewed: the next timer is a renewal, not the loss ({next:?})");
+    t.handle_timeout(next);
+    let (cmds, evs, _) = drain(&mut t);
+    assert_eq!(evs, vec![], "not lost: the renewal counted");
+    let [renew] = cmds.as_slice() else { panic!("{cmds:?}") };
+    assert!(
+        matches!(&renew.op, Op::Redis(RedisOp::Eval { script, .. }) if script.name == "polylock_renew"),
+        "no WAIT once the master lists no replica: {renew:?}"
+    );
+}

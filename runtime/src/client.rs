@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use polylock_core::{Backend, LockConfig, LockMode, LockName, LockStatus};
+use polylock_core::{Backend, LockConfig, LockMode, LockName, LockStatus, ReplicasAsked};
 
 use crate::backend::{self, Transport};
 use crate::error::{Error, Result};
@@ -65,7 +65,7 @@ impl Client {
                 let transport = backend::redis_cluster::connect(&target, &opts, reports).await?;
                 // As on Sentinel: each grant waits for `replicas=K` replicas of its
                 // key's master (default 0 on a cluster: see docs/deployment.md).
-                config.acknowledge_replicas(Some(target.replicas), 0, opts.request_timeout);
+                config.acknowledge_replicas(ReplicasAsked::Exactly(target.replicas), 0, opts.request_timeout);
                 // Redisson's cluster default (sharded pub/sub): its waiters hear only SPUBLISH.
                 config.shard_release = true;
                 // Every key of one script in one slot: names that cannot be are refused in core.

@@ -5,11 +5,13 @@
 //! - `zk://[user:pass@]host1:2181[,host2:2181...][/chroot]` (digest auth from
 //!   the user info), `zks://...` for TLS with `?ca=/path/ca.pem`;
 //! - `redis+sentinel://[user:pass@]h1:26379[,h2:26379...]/<master name>`
-//!   `[?db=N&sentinel_user=..&sentinel_password=..&replicas=K]`, and
+//!   `[?db=N&sentinel_user=..&sentinel_password=..&replicas=K|all]`, and
 //!   `rediss+sentinel://...` (TLS to sentinels and data nodes, `ca=` as above);
 //! - `redis+cluster://[user:pass@]host1:port1[,host2:port2...][?replicas=K]`,
 //!   `rediss+cluster://...` for TLS (with `ca=`): the seed nodes of a Redis
 //!   Cluster, from which the rest of it is discovered.
+
+use polylock_core::ReplicasAsked;
 
 use crate::error::{Error, Result};
 
@@ -63,8 +65,9 @@ pub(crate) struct SentinelEndpoint {
     pub(crate) db: Option<u16>,
     /// `user:pass` (or `:pass`) for the sentinels, URL-encoded as written.
     pub(crate) sentinel_userinfo: Option<String>,
-    /// `replicas=K`: how many replicas must acknowledge each grant.
-    pub(crate) replicas: Option<u32>,
+    /// `replicas=K` or `replicas=all`: which replicas must acknowledge
+    /// each grant and renewal.
+    pub(crate) replicas: ReplicasAsked,
 }
 
 impl SentinelEndpoint {
@@ -262,7 +265,7 @@ fn parse_sentinel(url: &str, tls: bool, rest: &str) -> Result<SentinelEndpoint> 
         userinfo: userinfo.filter(|u| !u.is_empty()).map(str::to_owned),
         db: None,
         sentinel_userinfo: None,
-        replicas: None,
+        replicas: ReplicasAsked::OneIfAny,
     };
     let (mut s_user, mut s_pass) = (None, None);
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
@@ -273,9 +276,10 @@ fn parse_sentinel(url: &str, tls: bool, rest: &str) -> Result<SentinelEndpoint> 
             }
             Some(("sentinel_user", v)) if !v.is_empty() => s_user = Some(v),
             Some(("sentinel_password", v)) if !v.is_empty() => s_pass = Some(v),
+            Some(("replicas", "all")) => ep.replicas = ReplicasAsked::All,
             Some(("replicas", v)) => {
-                let k = v.parse::<u32>().map_err(|_| bad(url, format!("replicas {v:?} is not a count")))?;
-                ep.replicas = Some(k);
+                let k = v.parse::<u32>().map_err(|_| bad(url, format!("replicas {v:?} is not a count or \"all\"")))?;
+                ep.replicas = ReplicasAsked::Exactly(k);
             }
             _ => {
                 return Err(bad(
@@ -320,6 +324,15 @@ fn parse_cluster(url: &str, base: &str, rest: &str) -> Result<Endpoint> {
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
             Some(("ca", v)) if !v.is_empty() => ca = Some(v.to_owned()),
+            // One count for every master of the cluster, each with replicas
+            // of its own that no one here counts: "all" would be a count per
+            // slot, which one lock table's config cannot follow.
+            Some(("replicas", "all")) => {
+                return Err(bad(
+                    url,
+                    "replicas=all is for redis+sentinel:// only; on a cluster give a count (replicas=K)",
+                ))
+            }
             Some(("replicas", v)) => {
                 replicas = v
                     .parse()
@@ -447,7 +460,10 @@ mod tests {
         match parse("redis+sentinel://u:p@a:26379,b:26380/mymaster?db=2&sentinel_password=sp&replicas=1").unwrap() {
             Endpoint::Sentinel(ep) => {
                 assert_eq!(ep.sentinels, ["a:26379", "b:26380"]);
-                assert_eq!((ep.master.as_str(), ep.db, ep.replicas, ep.tls), ("mymaster", Some(2), Some(1), false));
+                assert_eq!(
+                    (ep.master.as_str(), ep.db, ep.replicas, ep.tls),
+                    ("mymaster", Some(2), ReplicasAsked::Exactly(1), false)
+                );
                 assert_eq!(ep.sentinel_url("a:26379"), "redis://:sp@a:26379");
                 assert_eq!(ep.data_url("10.0.0.1", 6379), "redis://u:p@10.0.0.1:6379/2");
                 assert_eq!(ep.data_url("::1", 6379), "redis://u:p@[::1]:6379/2");
@@ -457,11 +473,36 @@ mod tests {
         match parse("rediss+sentinel://h/m?ca=/tmp/ca.pem&sentinel_user=su&sentinel_password=sp").unwrap() {
             Endpoint::Sentinel(ep) => {
                 assert_eq!(ep.sentinels, ["h:26379"]);
-                assert_eq!((ep.tls, ep.ca.as_deref(), ep.replicas), (true, Some("/tmp/ca.pem"), None));
+                assert_eq!(
+                    (ep.tls, ep.ca.as_deref(), ep.replicas),
+                    (true, Some("/tmp/ca.pem"), ReplicasAsked::OneIfAny)
+                );
                 assert_eq!(ep.sentinel_url("h:26379"), "rediss://su:sp@h:26379");
                 assert_eq!(ep.data_url("h", 1), "rediss://h:1/0");
             }
             e => panic!("{e:?}"),
+        }
+    }
+
+    #[test]
+    fn replicas_all_asks_every_replica_on_sentinel() {
+        match parse("redis+sentinel://a:26379/m?replicas=all").unwrap() {
+            Endpoint::Sentinel(ep) => assert_eq!(ep.replicas, ReplicasAsked::All),
+            e => panic!("{e:?}"),
+        }
+        match parse("redis+sentinel://a:26379/m?replicas=0").unwrap() {
+            Endpoint::Sentinel(ep) => assert_eq!(ep.replicas, ReplicasAsked::Exactly(0)),
+            e => panic!("{e:?}"),
+        }
+        for (u, why) in [
+            ("redis+sentinel://a:1/m?replicas=ALL", "not a count or \"all\""),
+            ("redis+sentinel://a:1/m?replicas=", "not a count or \"all\""),
+            ("redis+cluster://a:1?replicas=all", "replicas=all is for redis+sentinel:// only"),
+        ] {
+            match parse(u) {
+                Err(Error::InvalidUrl { reason, .. }) => assert!(reason.contains(why), "{u}: {reason}"),
+                other => panic!("{u}: {other:?}"),
+            }
         }
     }
 

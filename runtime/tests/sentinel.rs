@@ -271,6 +271,62 @@ async fn a_wait_held_up_by_replicas_does_not_hold_up_another_locks_requests() {
     assert!(side_by_side, "lock B's script waited behind lock A's WAIT on one connection");
 }
 
+/// `replicas=all`: every replica the master lists must acknowledge. With
+/// one of its two replicas paused (SIGSTOP: still connected, so still
+/// listed, but acknowledging nothing) no grant is reported, where the
+/// default (one replica) is granted by the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_all_waits_for_every_replica_the_master_lists() {
+    let Some(url) = sentinel_or_skip("the replicas=all test") else { return };
+    let _turn = SERIAL.lock().await;
+    await_replicas_in_sync(&url).await;
+    let name = unique("sentinel-all");
+    let opts = ClientOptions { request_timeout: Duration::from_secs(1), ..Default::default() };
+    let all = client_with(&format!("{url}?replicas=all"), opts.clone()).await;
+    let g = all.lock(&name).unwrap().try_acquire(Duration::from_secs(3)).await.unwrap().expect("both replicas ack");
+    g.release().await.unwrap();
+    let master = format!("redis://{}", master_addr(&url).await);
+    let paused = PausedReplica::pause_one_of(&master).await;
+    match all.lock(&name).unwrap().acquire_as(OwnerId(1), Some(Duration::from_millis(1500))).await {
+        Err(Error::Unavailable { reply, .. }) => assert!(reply.contains("1 of 2 replicas"), "{reply}"),
+        other => panic!("granted without every replica's acknowledgement: {other:?}"),
+    }
+    let default = client_with(&url, opts).await;
+    let g = default.lock(&name).unwrap().try_acquire(Duration::from_secs(3)).await.unwrap().expect("one replica acks");
+    g.release().await.unwrap();
+    drop(paused);
+    await_replicas_in_sync(&url).await;
+}
+
+/// A replica of the master SIGSTOPped, continued when dropped (also while a
+/// failed test unwinds).
+struct PausedReplica(libc::pid_t);
+
+impl PausedReplica {
+    async fn pause_one_of(master: &str) -> PausedReplica {
+        let mut c = raw_redis(master).await;
+        let info: String = redis::cmd("INFO").arg("replication").query_async(&mut c).await.unwrap();
+        let port = info
+            .lines()
+            .find_map(|l| l.strip_prefix("slave0:"))
+            .and_then(|v| v.split(',').find_map(|f| f.strip_prefix("port=")))
+            .expect("the master lists a replica");
+        let mut r = raw_redis(&format!("redis://127.0.0.1:{port}")).await;
+        let server: String = redis::cmd("INFO").arg("server").query_async(&mut r).await.unwrap();
+        let pid = server.lines().find_map(|l| l.strip_prefix("process_id:")).unwrap().trim().parse().unwrap();
+        // SAFETY: a signal to a process of the test's own server set.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+        PausedReplica(pid)
+    }
+}
+
+impl Drop for PausedReplica {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
 /// Sets a master's config parameter back when dropped, also while a failed
 /// test unwinds (a sync connection: a drop cannot await).
 struct ConfigOnDrop {

@@ -11,6 +11,14 @@ before the next trial. Checks: every holder of a grant the new master lacked
 is told it lost the lock; the first grant after the failover has a token above
 every earlier one. faults.py adds the row's stale-write and count checks and
 the strictly increasing tokens of the accepted writes.
+
+The Sentinel rows run in two configurations (docs/deployment.md, "Redis
+Sentinel: the strict configuration"): the default one (`replicas=1` in the
+URL) and the strict one: `replicas=all` in the URL, and on every data node
+`min-replicas-to-write` = the two replicas with `min-replicas-max-lag` 1 s, so
+that a master short of a replica grants and renews nothing. The strict set
+refuses writes from the fault until the failed node is back as a replica, so
+there the set is healed before the next grant is awaited.
 """
 
 import os
@@ -31,6 +39,11 @@ HEAL_BOUND_S = 40
 # holder that writes after being told would otherwise cause a lost update no
 # fencing can catch (faults.py's replica row has the same reasoning).
 HOLD_MS = 1200
+# The strict Sentinel configuration's server side: every replica of the set
+# (it has two) connected and acknowledging within a second, or the master
+# refuses writes (NOREPLICAS).
+STRICT_MIN_REPLICAS = 2
+STRICT_MAX_LAG_S = 1
 
 
 class RedisError(Exception):
@@ -169,13 +182,18 @@ def watch_promotion(candidates, key, cluster):
 
 
 class SentinelTarget:
-    """The Sentinel set of POLYLOCK_TEST_SENTINEL; `stale` pauses the master instead of killing it."""
+    """The Sentinel set of POLYLOCK_TEST_SENTINEL; `stale` pauses the master
+    instead of killing it; `strict` runs the set in the strict configuration
+    (see the module docs) and puts it back to the default at `finish`."""
 
-    def __init__(self, url, stale):
+    def __init__(self, url, stale, strict=False):
         self.sentinels = url_ports(url)
         self.name = url.split("://", 1)[1].split("/", 1)[1].split("?", 1)[0]
         self.stale = stale
+        self.strict = strict
+        self.heal_before_next_grant = strict
         self.cluster = False
+        self.data_nodes = set()
 
     def master(self):
         for p in self.sentinels:
@@ -220,7 +238,25 @@ class SentinelTarget:
         master = self.master()
         self.failed = master
         self.pid = int(info(master, "server")["process_id"])
-        return self.online_replicas(master)
+        replicas = self.online_replicas(master)
+        self.data_nodes |= {master, *replicas}
+        if self.strict:
+            # On every node, since any may be promoted; again each trial,
+            # since a restarted node starts from its command line.
+            self.min_replicas(self.data_nodes, STRICT_MIN_REPLICAS, STRICT_MAX_LAG_S)
+        return replicas
+
+    def min_replicas(self, ports, count, max_lag_s):
+        for port in ports:
+            for param, value in (("min-replicas-to-write", count), ("min-replicas-max-lag", max_lag_s)):
+                if call(port, "CONFIG", "SET", param, value) != "OK":
+                    raise RuntimeError(f"CONFIG SET {param} {value} on {port} failed")
+
+    def finish(self):
+        """Back to the default configuration (Redis's own defaults)."""
+        if self.strict:
+            wait_until("the Sentinel set whole", self.whole, HEAL_BOUND_S)
+            self.min_replicas(self.data_nodes, 0, 10)
 
     def inject(self):
         os.kill(self.pid, signal.SIGSTOP if self.stale else signal.SIGKILL)
@@ -267,6 +303,7 @@ class ClusterTarget:
 
     stale = False
     cluster = True
+    heal_before_next_grant = False
 
     def __init__(self, url):
         self.seeds = url_ports(url)
@@ -307,6 +344,9 @@ class ClusterTarget:
 
     def inject(self):
         os.kill(self.pid, signal.SIGKILL)
+
+    def finish(self):
+        pass
 
     def after_promotion(self, t0_ns):
         pass
@@ -354,6 +394,21 @@ def run_failover(target, pool, trials, result, bound_s):
         if promotion is None:
             result.failures.append(f"trial {result.trials}: no replica of {candidates} promoted")
             return
+
+        def heal():
+            try:
+                window = target.heal()
+            except RuntimeError as e:
+                result.failures.append(f"trial {result.trials}: {e}")
+                return False
+            if window is not None:
+                windows.append(window)
+            return True
+
+        # A strict set grants nothing until the failed node is back (grants
+        # made meanwhile are queued and read in order all the same).
+        if target.heal_before_next_grant and not heal():
+            return
         nxt = pool.wait_grant(bound_s, after_ns=t0)
         if nxt is None:
             result.failures.append(f"trial {result.trials}: no grant within {bound_s} s after the fault")
@@ -362,13 +417,8 @@ def run_failover(target, pool, trials, result, bound_s):
             before = [g["token"] for g in pool.grants if g["t_ns"] < t0]
             if before and nxt[1]["token"] <= max(before):
                 result.failures.append(f"trial {result.trials}: token {nxt[1]['token']} after {max(before)}")
-        try:
-            window = target.heal()
-        except RuntimeError as e:
-            result.failures.append(f"trial {result.trials}: {e}")
+        if not target.heal_before_next_grant and not heal():
             return
-        if window is not None:
-            windows.append(window)
         check_holders(pool, t0, promotion, result)
     result.notes.append(
         f"holders of a grant the new master lacked: {result.lacked}, told Lost: {result.told} "

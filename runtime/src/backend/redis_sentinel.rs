@@ -12,9 +12,10 @@
 //! the core retries what was in flight and re-contends. The old master's
 //! reports are dropped from then on: what it says no longer counts.
 //!
-//! Without `replicas=K` in the URL, the master's replicas are counted again
-//! every second (`ROLE`) and each change is reported, for the core to
-//! decide how many acknowledgements it asks.
+//! Without `replicas=K` in the URL (none given, or `replicas=all`), the
+//! master's replicas are counted again every second (`ROLE`) and each
+//! change is reported, for the core to decide how many acknowledgements it
+//! asks.
 //!
 //! Tasks per client, never per lock: one supervisor (re-resolves and
 //! switches), one listener per sentinel, one report forwarder per master
@@ -108,7 +109,7 @@ pub(crate) async fn connect(
         let client = sentinel_client(&shared.endpoint, addr)?;
         tokio::spawn(listen(client, shared.clone(), stopped.clone()));
     }
-    if shared.endpoint.replicas.is_none() {
+    if shared.endpoint.replicas.follows_the_master() {
         tokio::spawn(recount_replicas(shared.clone(), replicas, reports.clone(), stopped.clone()));
     }
     tokio::spawn(supervise(shared.clone(), reports, stopped));

@@ -121,6 +121,11 @@ pub(crate) struct RedisClaim {
     /// The latest grant fell short of the replica acknowledgements asked
     /// for (what it said, to name when the caller's deadline passes).
     unacked: Option<String>,
+    /// The acknowledgements the script in flight asked for (a claim has one
+    /// acquire or renewal out at a time): its reply is read by this count,
+    /// not by the config's, which the master's recount may have changed
+    /// since (a reply asked with `WAIT` carries the count; one without does not).
+    acks_asked: u32,
     /// The server answered `NOSCRIPT` to one of this claim's scripts (it
     /// restarted, failed over or flushed them): the claim sends its
     /// scripts with their source from then on. Sent by SHA1 until then.
@@ -189,6 +194,7 @@ impl RedisClaim {
             backoff: Backoff::default(),
             refusals: Refusals::default(),
             unacked: None,
+            acks_asked: 0,
             by_source: false,
             rechecking: false,
             lease_from: Instant::default(),
@@ -198,8 +204,15 @@ impl RedisClaim {
 
     /// A script call; with replicas to acknowledge (`cfg.replicas`), with
     /// its `WAIT` pipelined behind it.
-    fn eval(&self, cx: &Cx<'_>, script: &'static crate::io::Script, keys: Vec<String>, args: Vec<String>) -> RedisOp {
+    fn eval(
+        &mut self,
+        cx: &Cx<'_>,
+        script: &'static crate::io::Script,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> RedisOp {
         let by_sha = !self.by_source;
+        self.acks_asked = cx.cfg.replicas;
         match cx.cfg.replicas {
             0 => RedisOp::Eval { script, keys, args, by_sha },
             replicas => RedisOp::EvalAcked {
@@ -464,7 +477,7 @@ impl RedisClaim {
     }
 
     fn on_acquire_reply(&mut self, cx: &mut Cx<'_>, sent_at: Instant, reply: Reply) -> Progress {
-        let (reply, acks) = split_acks(cx, reply);
+        let (reply, acks) = split_acks(self.acks_asked, reply);
         if let (RedisRole::Permits { total, .. }, Some(server)) = (self.role, permits_mismatch(&reply)) {
             // Refused before the script changed anything: nothing to clean up.
             self.finish();
@@ -502,7 +515,7 @@ impl RedisClaim {
                 self.send_acquire(cx);
                 return Progress::Pending;
             }
-            if let Some(short) = short_of(cx, acks) {
+            if let Some(short) = short_of(cx, self.acks_asked, acks) {
                 // Granted on the master alone: a failover now could lose it,
                 // so it is not reported. Asked again (the script grants our
                 // own field again, with a new token) until the replicas
@@ -579,12 +592,12 @@ impl RedisClaim {
     /// then, or someone else's now (the holder must hear it), or unknown.
     fn on_renewed(&mut self, cx: &mut Cx<'_>, token: FencingToken, sent_at: Instant, reply: Reply) -> Progress {
         self.phase = Phase::Held { token, renew: None };
-        let (reply, acks) = split_acks(cx, reply);
+        let (reply, acks) = split_acks(self.acks_asked, reply);
         if let Some(left_ms) = renewed(&reply) {
             // A cut is known once the master reports it, acknowledged or not.
             let t = self.terms;
             self.cut.observe(left_ms, t.lease, t.drift(), self.lease_from, cx.now);
-            if short_of(cx, acks).is_none() {
+            if short_of(cx, self.acks_asked, acks).is_none() {
                 self.confirm_lease(sent_at);
             } else {
                 // Extended on the master alone: the replicas still have the
@@ -647,10 +660,10 @@ fn unexpected(request: &str, reply: Reply) -> Progress {
 }
 
 /// A script reply without its acknowledgement count, and the count: `None`
-/// when no acknowledgement was asked (`cfg.replicas` is 0) or the reply is
-/// not a script's (a failure, a refusal).
-fn split_acks(cx: &Cx<'_>, reply: Reply) -> (Reply, Option<i64>) {
-    if cx.cfg.replicas == 0 {
+/// when its request asked no acknowledgement (`asked` is 0); 0 when the
+/// reply is not a script's (a failure, a refusal).
+fn split_acks(asked: u32, reply: Reply) -> (Reply, Option<i64>) {
+    if asked == 0 {
         return (reply, None);
     }
     match reply {
@@ -664,9 +677,9 @@ fn split_acks(cx: &Cx<'_>, reply: Reply) -> (Reply, Option<i64>) {
     }
 }
 
-/// What falls short, if fewer replicas acknowledged than asked for.
-fn short_of(cx: &Cx<'_>, acks: Option<i64>) -> Option<String> {
-    let wanted = i64::from(cx.cfg.replicas);
+/// What falls short, if fewer replicas acknowledged than the request asked for.
+fn short_of(cx: &Cx<'_>, asked: u32, acks: Option<i64>) -> Option<String> {
+    let wanted = i64::from(asked);
     match acks {
         Some(n) if n < wanted => Some(format!(
             "NOREPLICAS {n} of {wanted} replicas acknowledged the write within {} ms",
