@@ -45,9 +45,12 @@ const RESOLVE_RETRY: Duration = Duration::from_millis(200);
 /// How long a sentinel listener waits before reconnecting to its sentinel.
 const LISTEN_RETRY: Duration = Duration::from_secs(1);
 /// How often the master's replicas are counted again (`ROLE`), when the
-/// URL leaves their number to the master (no `replicas=K`): as often as
-/// Redisson rescans its Sentinel topology. Replicas that join or leave
-/// without a failover are announced by no sentinel event we could follow.
+/// URL leaves their number to the master (no `replicas=K`, or
+/// `replicas=all`): as often as Redisson rescans its Sentinel topology.
+/// The sentinels' own events come too late to follow instead: `+slave`
+/// only after their next `INFO` scan of the master (every 10 s), and
+/// `+sdown slave` only after `down-after-milliseconds`, while a replica
+/// whose link dropped acknowledges nothing from that moment.
 const REPLICAS_RECOUNT: Duration = Duration::from_secs(1);
 
 pub(crate) struct SentinelTransport {
