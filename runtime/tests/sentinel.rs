@@ -232,36 +232,16 @@ async fn a_wait_held_up_by_replicas_does_not_hold_up_another_locks_requests() {
     let Some(url) = sentinel_or_skip("the blocked-WAIT test") else { return };
     let _turn = SERIAL.lock().await;
     await_replicas_in_sync(&url).await;
-    let mut master = master_conn(&url).await;
-    let blocked_in_wait = |list: String| {
-        list.lines()
-            .filter(|l| l.contains(" cmd=wait ") && l.split(' ').any(|f| f.starts_with("flags=") && f.contains('b')))
-            .count()
-    };
-    let before: String = redis::cmd("CLIENT").arg("LIST").query_async(&mut master).await.unwrap();
-    assert_eq!(blocked_in_wait(before), 0, "a WAIT from elsewhere is blocked on the master");
+    let master = master_conn(&url).await;
+    assert_eq!(blocked_in_wait(&master).await, 0, "a WAIT from elsewhere is blocked on the master");
     let opts = ClientOptions { request_timeout: Duration::from_secs(4), ..Default::default() };
     let c = client_with(&format!("{url}?replicas=3"), opts).await;
     let (a, b) = (c.lock(&unique("lanes-a")).unwrap(), c.lock(&unique("lanes-b")).unwrap());
     let a_task = tokio::spawn(async move { a.acquire_as(OwnerId(1), Some(Duration::from_millis(2500))).await });
-    let a_waits = eventually(Duration::from_secs(3), || {
-        let mut m = master.clone();
-        async move {
-            let list: String = redis::cmd("CLIENT").arg("LIST").query_async(&mut m).await.unwrap();
-            blocked_in_wait(list) >= 1
-        }
-    })
-    .await;
+    let a_waits = eventually(Duration::from_secs(3), || async { blocked_in_wait(&master).await >= 1 }).await;
     assert!(a_waits, "lock A's grant never waited for its replicas");
     let b_task = tokio::spawn(async move { b.acquire_as(OwnerId(2), Some(Duration::from_millis(2500))).await });
-    let side_by_side = eventually(Duration::from_secs(3), || {
-        let mut m = master.clone();
-        async move {
-            let list: String = redis::cmd("CLIENT").arg("LIST").query_async(&mut m).await.unwrap();
-            blocked_in_wait(list) >= 2
-        }
-    })
-    .await;
+    let side_by_side = eventually(Duration::from_secs(3), || async { blocked_in_wait(&master).await >= 2 }).await;
     for task in [a_task, b_task] {
         match task.await.unwrap() {
             Err(Error::Unavailable { reply, .. }) => assert!(reply.contains("2 of 3 replicas"), "{reply}"),
@@ -269,6 +249,14 @@ async fn a_wait_held_up_by_replicas_does_not_hold_up_another_locks_requests() {
         }
     }
     assert!(side_by_side, "lock B's script waited behind lock A's WAIT on one connection");
+}
+
+/// How many clients the master has blocked in a `WAIT` now (`CLIENT LIST`).
+async fn blocked_in_wait(master: &redis::aio::MultiplexedConnection) -> usize {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query_async(&mut master.clone()).await.unwrap();
+    list.lines()
+        .filter(|l| l.contains(" cmd=wait ") && l.split(' ').any(|f| f.starts_with("flags=") && f.contains('b')))
+        .count()
 }
 
 /// `replicas=all`: every replica the master lists must acknowledge. With
