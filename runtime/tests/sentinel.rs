@@ -236,7 +236,12 @@ async fn a_wait_held_up_by_replicas_does_not_hold_up_another_locks_requests() {
     assert_eq!(blocked_in_wait(&master).await, 0, "a WAIT from elsewhere is blocked on the master");
     let opts = ClientOptions { request_timeout: Duration::from_secs(4), ..Default::default() };
     let c = client_with(&format!("{url}?replicas=3"), opts).await;
-    let (a, b) = (c.lock(&unique("lanes-a")).unwrap(), c.lock(&unique("lanes-b")).unwrap());
+    // A Sentinel client's four command connections take a key by its slot
+    // (runtime/src/backend/redis_lanes.rs): B is a name on another one than A.
+    let lane = |name: &str| polylock_core::keyslot::key_slot(name) % 4;
+    let a_name = unique("lanes-a");
+    let b_name = std::iter::repeat_with(|| unique("lanes-b")).find(|b| lane(b) != lane(&a_name)).unwrap();
+    let (a, b) = (c.lock(&a_name).unwrap(), c.lock(&b_name).unwrap());
     let a_task = tokio::spawn(async move { a.acquire_as(OwnerId(1), Some(Duration::from_millis(2500))).await });
     let a_waits = eventually(Duration::from_secs(3), || async { blocked_in_wait(&master).await >= 1 }).await;
     assert!(a_waits, "lock A's grant never waited for its replicas");

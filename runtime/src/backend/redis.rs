@@ -271,10 +271,9 @@ impl OpConnection for redis::aio::ConnectionManager {
 pub(crate) fn start_op<C: OpConnection>(commands: &Lanes<C>, pubsub: &C, timeout: Duration, op: RedisOp) -> Started {
     match op {
         RedisOp::Eval { script, keys, args, by_sha } => {
-            let (mut conn, in_flight) = commands.take(first_key(&keys));
+            let mut conn = commands.for_key(first_key(&keys));
             let cmd = eval_cmd(script, by_sha, &keys, &args);
             start_now(async move {
-                let _in_flight = in_flight;
                 within(timeout, "request", cmd.query_async::<redis::Value>(&mut conn), |r| match r {
                     Ok(v) => Reply::Redis(to_core(v)),
                     Err(e) => redis_failure(e),
@@ -283,14 +282,13 @@ pub(crate) fn start_op<C: OpConnection>(commands: &Lanes<C>, pubsub: &C, timeout
             })
         }
         RedisOp::EvalAcked { script, keys, args, by_sha, replicas, timeout_ms } => {
-            let (mut conn, in_flight) = commands.take(first_key(&keys));
+            let mut conn = commands.for_key(first_key(&keys));
             let mut pipe = redis::pipe();
             // Each command's own reply, errors included: the crate would
             // otherwise fold them into one "Pipeline failure" without a code.
             pipe.ignore_errors();
             pipe.add_command(eval_cmd(script, by_sha, &keys, &args)).cmd("WAIT").arg(replicas).arg(timeout_ms);
             start_now(async move {
-                let _in_flight = in_flight;
                 within(timeout, "request", pipe.query_async::<Vec<redis::Value>>(&mut conn), |r| match r {
                     Ok(replies) => acked_reply(replies),
                     Err(e) => redis_failure(e),
