@@ -2,13 +2,17 @@
 // thread of the process (the event loop's, polylock's, libuv's, V8's) has
 // its CPU affinity changed; an idle client holding locks burns next to no CPU.
 import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { describe, it } from 'node:test'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { promisify } from 'node:util'
 import { Worker } from 'node:worker_threads'
 
 import { connect } from 'polylock'
 import { backends, unique } from './helpers.mjs'
+
+const run = promisify(execFile)
 
 function masks() {
   const out = {}
@@ -75,27 +79,16 @@ for (const [backend, url] of backends()) {
       assert.deepEqual(changed, {}, `threads whose CPUs changed from ${expected}`)
     })
 
-    it('an idle client holding 100 locks uses almost no CPU', async () => {
-      const client = await connect(url)
-      try {
-        const busy = client.lock(unique('idle-busy'))
-        for (let i = 0; i < 300; i++) await (await busy.acquire()).release()
-        const guards = []
-        for (let i = 0; i < 100; i++) guards.push(await client.lock(unique('idle')).acquire())
-        // A second for V8 to finish what the burst left it (garbage collection,
-        // tiering up polylock/wasm's code): the process's own work, not the client's.
-        await sleep(1000)
-        const before = process.cpuUsage()
-        await sleep(2000)
-        const used = process.cpuUsage(before)
-        for (const guard of guards) await guard.release()
-        // µs of user + system CPU in 2 s; 1% of a core (the test runner's own
-        // timers are in the count too; the Rust test, alone in its process, holds 0.5%).
-        const total = used.user + used.system
-        assert.ok(total < 20_000, `an idle client used ${total} µs of CPU in 2 s`)
-      } finally {
-        await client.close()
-      }
+    it('an idle client holding 100 locks uses almost no CPU', { timeout: 60_000 }, async () => {
+      // In a process of its own, as the Python and Java tests do: this
+      // process's test runner (and, for polylock/wasm, its module hooks)
+      // keep V8 busy for seconds after a burst, which is not the client's.
+      const fixture = new URL('./fixtures/idle-client.mjs', import.meta.url).pathname
+      const { stdout } = await run(process.execPath, [fixture, url, unique('idle')], { timeout: 50_000 })
+      const total = Number(stdout.trim())
+      assert.ok(Number.isFinite(total), `the idle client printed ${JSON.stringify(stdout)}`)
+      // µs of user + system CPU in 2 s: 0.5% of one core, as in Python, Java and Rust.
+      assert.ok(total < 10_000, `an idle client used ${total} µs of CPU in 2 s`)
     })
   })
 }

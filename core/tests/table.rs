@@ -397,19 +397,24 @@ fn a_reply_for_a_dropped_machine_is_ignored() {
 
 /// Holds `n` on ZooKeeper (the only contender); returns the token.
 fn hold_zk(t: &mut LockTable, n: &LockName, nonce: u128, czxid: i64) {
-    t.acquire(T0, n, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(nonce)).unwrap();
+    hold_zk_at(t, T0, n, nonce, czxid)
+}
+
+/// As [`hold_zk`], everything at `now`.
+fn hold_zk_at(t: &mut LockTable, now: Instant, n: &LockName, nonce: u128, czxid: i64) {
+    t.acquire(now, n, LockMode::Exclusive, OWNER, AcquireOptions::default(), Nonce(nonce)).unwrap();
     let cmds = commands(&drain(t));
     let [create, list] = cmds.as_slice() else { panic!("{cmds:?}") };
     let Op::ZooKeeper(ZkOp::CreateSequential { path, .. }) = &create.op else { panic!("{create:?}") };
     let node = format!("{path}0000000001");
     let ours = node.rsplit('/').next().unwrap().to_owned();
-    t.handle_reply(T0, create.id, Reply::Created { path: node, czxid });
-    t.handle_reply(T0, list.id, Reply::Children(vec![ours]));
+    t.handle_reply(now, create.id, Reply::Created { path: node, czxid });
+    t.handle_reply(now, list.id, Reply::Children(vec![ours]));
     let outs = drain(t);
     assert!(matches!(events(&outs).as_slice(), [(_, Event::Granted { .. })]), "{outs:?}");
     for c in commands(&outs) {
         if matches!(c.op, Op::ZooKeeper(ZkOp::Stat { watch: true, .. })) {
-            t.handle_reply(T0, c.id, Reply::Stat { czxid });
+            t.handle_reply(now, c.id, Reply::Stat { czxid });
         }
     }
     let _ = drain(t);
@@ -439,6 +444,44 @@ fn a_disconnection_reaches_every_machine() {
         })
         .collect();
     assert_eq!(told, vec![(a.as_str().to_owned(), FencingToken(50)), (b.as_str().to_owned(), FencingToken(60))]);
+}
+
+/// Every held ZooKeeper lock has a pause watchdog (a quarter session
+/// timeout). Holds taken at scattered instants must still share their
+/// wake-ups: a process holding 100 locks wakes a few times a session
+/// timeout, not 100 times as often as one holding one lock.
+#[test]
+fn the_pause_watchdogs_of_many_holds_share_their_wake_ups() {
+    let cfg = LockConfig::new(Backend::ZooKeeper);
+    let quarter = cfg.session_timeout / 4;
+    let mut t = LockTable::new(cfg.clone(), Nonce(7)).unwrap();
+    for i in 0..100u64 {
+        let at = T0.saturating_add(Duration::from_millis(37 * i));
+        hold_zk_at(&mut t, at, &name(&format!("/orders/{i}")), 100 + u128::from(i), 1_000 + i as i64);
+    }
+    // The driver: one timer, run at each announced instant, for 4 session timeouts.
+    let start = T0.saturating_add(Duration::from_millis(37 * 100));
+    let end = start.saturating_add(cfg.session_timeout * 4);
+    // Called early, the table announces its next deadline again.
+    t.handle_timeout(start);
+    let mut next = timeouts(&drain(&mut t)).first().copied().map(Output::Timeout);
+    let mut wake_ups = 0;
+    while let Some(Output::Timeout(at)) = next {
+        if at > end {
+            break;
+        }
+        t.handle_timeout(at);
+        wake_ups += 1;
+        let outs = drain(&mut t);
+        assert!(events(&outs).is_empty() && commands(&outs).is_empty(), "an idle hold did something: {outs:?}");
+        next = timeouts(&outs).first().copied().map(Output::Timeout);
+    }
+    let quarters = (end.saturating_since(start).as_millis() / quarter.as_millis()) as usize;
+    assert!(
+        wake_ups <= quarters + 1,
+        "100 holds woke the driver {wake_ups} times in {quarters} quarter session timeouts"
+    );
+    assert!(wake_ups >= quarters - 1, "the watchdogs stopped: {wake_ups} wake-ups in {quarters} quarters");
 }
 
 fn timeouts(outs: &[Output]) -> Vec<Instant> {
