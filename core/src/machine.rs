@@ -305,6 +305,11 @@ impl LockMachine {
             crate::config::validate_lease(lease)?;
         }
         self.check_permits(owner, opts.permits)?;
+        if self.mode == LockMode::Leader && (self.is_held_by(owner) || self.waiters.iter().any(|w| w.owner == owner)) {
+            // A leadership is not re-entrant: a second campaign would share
+            // the first's term and end with its resign.
+            return Err(Error::InvalidOption("this participant already leads or campaigns".into()));
+        }
         if let Some(h) = self.holder.as_mut().filter(|h| h.owner == owner) {
             h.count = h.count.checked_add(1).ok_or_else(|| Error::InvalidOption("hold count overflow".into()))?;
             self.events.push_back(Event::Granted { ticket, owner, token: h.token, reentry: h.count - 1 });

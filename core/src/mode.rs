@@ -4,7 +4,8 @@
 //! differ (Redisson `RLock` vs `RReadWriteLock`, Curator
 //! `InterProcessMutex` vs `InterProcessReadWriteLock`). A name may also be
 //! a counting semaphore ([`LockMode::Semaphore`]: Redisson
-//! `RPermitExpirableSemaphore`, Curator `InterProcessSemaphoreV2`).
+//! `RPermitExpirableSemaphore`, Curator `InterProcessSemaphoreV2`), or
+//! a leader election ([`LockMode::Leader`]: Curator `LeaderLatch`).
 
 /// The kind of hold: one holder, or one of many readers, or the one writer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -24,6 +25,13 @@ pub enum LockMode {
     /// owner (its own server record, as each Redisson permit id and each
     /// Curator lease is), so one owner never holds two grants of one name.
     Semaphore,
+    /// A participant of a leader election: the mutex's lifecycle (campaign
+    /// = acquire, resign = release, deposed = lost), with the grant's
+    /// fencing token as the leadership's term. ZooKeeper records it as
+    /// Curator's `LeaderLatch` does (`latch-` nodes); Redis as the mutex's
+    /// keys of the name. Not re-entrant: a participant that leads or
+    /// campaigns already is refused another campaign.
+    Leader,
 }
 
 impl LockMode {
@@ -45,6 +53,7 @@ impl LockMode {
             LockMode::Read => "read",
             LockMode::Write => "write",
             LockMode::Semaphore => "permits",
+            LockMode::Leader => "leader",
         }
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use polylock_core::{Backend, LockConfig, LockMode, LockName, LockStatus, ReplicasAsked};
 
 use crate::backend::{self, Transport};
+use crate::election::Election;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::lock::{Lock, RwLock};
@@ -129,6 +130,21 @@ impl Client {
     pub fn semaphore_with(&self, name: &str, permits: u32, opts: LockOptions) -> Result<Semaphore> {
         let name = self.checked_name(name, &opts)?;
         Semaphore::new(self.exec.clone(), self.backend, name, permits, opts.lease)
+    }
+
+    /// A leader election `name` (Curator's `LeaderLatch` layout on
+    /// ZooKeeper; the name's mutex on Redis, so use a name either as a lock
+    /// or as an election): [`Election::campaign`] waits to lead, and the
+    /// [`crate::Leadership`] it returns carries the term (a fencing token)
+    /// and the loss signal. Validates the name; no I/O.
+    pub fn election(&self, name: &str) -> Result<Election> {
+        self.election_with(name, LockOptions::default())
+    }
+
+    /// [`Self::election`] with its own options (Redis: the leadership's lease).
+    pub fn election_with(&self, name: &str, opts: LockOptions) -> Result<Election> {
+        let name = self.checked_name(name, &opts)?;
+        Ok(Election::new(self.exec.clone(), self.backend, name, opts.lease))
     }
 
     /// The name, and the options checked now, so that a bad lease fails

@@ -27,6 +27,7 @@ mod client;
 mod clock;
 #[cfg(doctest)]
 mod doc_examples;
+mod election;
 mod error;
 mod executor;
 #[cfg(feature = "test-hooks")]
@@ -43,6 +44,7 @@ mod url;
 mod withdrawal;
 
 pub use client::{Client, ClientOptions, LockOptions, Status};
+pub use election::{Election, Leader, Leadership};
 pub use error::{Error, ErrorKind, Result};
 pub use lock::{Guard, HoldInfo, Lock, LossWatch, RwLock};
 pub use owner::current_owner;

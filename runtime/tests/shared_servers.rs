@@ -13,6 +13,7 @@
 mod support;
 
 mod conformance;
+mod elections;
 mod error_fields;
 mod holds;
 mod lifecycle;

@@ -58,7 +58,9 @@ impl RedisRole {
     /// `permits`: a semaphore acquire's ask (the machine has checked it is there).
     pub(crate) fn of(mode: crate::LockMode, permits: Option<crate::PermitRequest>) -> Self {
         match mode {
-            crate::LockMode::Exclusive => RedisRole::Mutex,
+            // An election's leader holds the name's mutex: its scripts, its
+            // queue and its release message (what observers listen to).
+            crate::LockMode::Exclusive | crate::LockMode::Leader => RedisRole::Mutex,
             crate::LockMode::Read => RedisRole::Read,
             crate::LockMode::Write => RedisRole::Write,
             crate::LockMode::Semaphore => {

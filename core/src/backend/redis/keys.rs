@@ -171,7 +171,7 @@ pub fn refuse_split_keys_on_a_cluster(name: &LockName, mode: LockMode) -> Result
     let primitive = match mode {
         LockMode::Read | LockMode::Write => "read-write lock",
         LockMode::Semaphore => "semaphore",
-        LockMode::Exclusive => return Ok(()),
+        LockMode::Exclusive | LockMode::Leader => return Ok(()),
     };
     if redisson_keys_share_the_slot(name) {
         return Ok(());
@@ -264,9 +264,9 @@ mod tests {
         for name in keyslot::brace_shaped_names() {
             let n = LockName::new(&name).unwrap();
             let slot = key_slot(&name);
-            for mode in [LockMode::Exclusive, LockMode::Read, LockMode::Write, LockMode::Semaphore] {
+            for mode in [LockMode::Exclusive, LockMode::Read, LockMode::Write, LockMode::Semaphore, LockMode::Leader] {
                 let k = match mode {
-                    LockMode::Exclusive => RedisKeys::of(&n),
+                    LockMode::Exclusive | LockMode::Leader => RedisKeys::of(&n),
                     LockMode::Read | LockMode::Write => RedisKeys::of_read_write(&n),
                     LockMode::Semaphore => RedisKeys::of_semaphore(&n),
                 };

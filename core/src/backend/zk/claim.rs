@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use super::paths::{is_writer, node_prefix_with, sort_key, sorted_contenders, LOCK_MARKER, READ_MARKER, WRITE_MARKER};
+use super::paths::{
+    is_writer, node_prefix_with, sort_key, sorted_contenders, LATCH_MARKER, LOCK_MARKER, READ_MARKER, WRITE_MARKER,
+};
 use super::watchdog::PauseWatchdog;
 use crate::claim::{Claim, Cx, Progress, WriteHold};
 use crate::io::{ConnectionEvent, Notification, Reply, ZkOp};
@@ -11,12 +13,15 @@ use crate::refusal::Refusals;
 use crate::timers::{Backoff, Timer, Timers};
 use crate::{Error, FencingToken, LossReason, Nonce, RequestId};
 
-/// Which recipe the claim follows: Curator's `InterProcessMutex`, or one
-/// half of its `InterProcessReadWriteLock`.
+/// Which recipe the claim follows: Curator's `InterProcessMutex`, one
+/// half of its `InterProcessReadWriteLock`, or a `LeaderLatch` participant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ZkRole {
     /// Holds at index 0; watches its immediate predecessor.
     Mutex,
+    /// Leads at index 0; watches its immediate predecessor (the mutex's
+    /// rule under Curator's `latch-` marker).
+    Latch,
     /// Holds while no writer's node sorts before its own (except the
     /// owner's own writer node, for a downgrade); else watches the nearest
     /// writer before it.
@@ -42,6 +47,7 @@ impl ZkRole {
     pub(crate) fn of(mode: crate::LockMode, beside_write: Option<WriteHold>) -> Option<Self> {
         match mode {
             crate::LockMode::Exclusive => Some(ZkRole::Mutex),
+            crate::LockMode::Leader => Some(ZkRole::Latch),
             crate::LockMode::Read => Some(ZkRole::Read { beside_write }),
             crate::LockMode::Write => Some(ZkRole::Write),
             crate::LockMode::Semaphore => None,
@@ -51,6 +57,7 @@ impl ZkRole {
     fn marker(&self) -> &'static str {
         match self {
             ZkRole::Mutex => LOCK_MARKER,
+            ZkRole::Latch => LATCH_MARKER,
             ZkRole::Read { .. } => READ_MARKER,
             ZkRole::Write => WRITE_MARKER,
         }
@@ -389,9 +396,9 @@ impl ZkClaim {
         self.phase = Phase::Watching { req };
         // Next in line: watch our own node too (sent with the predecessor's
         // watch, so no wait), which the grant would set anyway. Only for
-        // the mutex: a read-write lock's downgraded reader can sort beside
-        // the writer ahead of us, so its deletion alone proves nothing.
-        self.behind_first = index == 1 && self.role == ZkRole::Mutex;
+        // the mutex and the latch: a read-write lock's downgraded reader can
+        // sort beside the writer ahead of us, so its deletion alone proves nothing.
+        self.behind_first = index == 1 && matches!(self.role, ZkRole::Mutex | ZkRole::Latch);
         if self.behind_first {
             self.watch_own_node(cx);
         }
@@ -404,7 +411,7 @@ impl ZkClaim {
     /// owner's own writer node that a downgrade is granted beside.
     fn blocker<'a>(&self, sorted: &'a [String], index: usize) -> Option<&'a String> {
         match &self.role {
-            ZkRole::Mutex | ZkRole::Write => index.checked_sub(1).map(|i| &sorted[i]),
+            ZkRole::Mutex | ZkRole::Latch | ZkRole::Write => index.checked_sub(1).map(|i| &sorted[i]),
             ZkRole::Read { beside_write } => {
                 let beside = beside_write.as_ref().map(|w| w.record.as_str());
                 sorted[..index].iter().rev().find(|c| is_writer(c) && Some(c.as_str()) != beside)

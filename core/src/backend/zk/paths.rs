@@ -10,6 +10,10 @@ pub fn lock_path(name: &LockName) -> String {
 
 /// Curator's lock node marker (`InterProcessMutex`).
 pub const LOCK_MARKER: &str = "lock-";
+/// Curator's `LeaderLatch` participant marker (`_c_<uuid>-latch-<seq>`):
+/// the first in sequence order leads, as with the mutex; Curator sorts a
+/// latch's children by the text after it.
+pub const LATCH_MARKER: &str = "latch-";
 /// Curator's `InterProcessReadWriteLock` markers: a reader's and a writer's
 /// node. Of equal length on purpose, so the sequences line up.
 pub const READ_MARKER: &str = "__READ__";
@@ -35,7 +39,7 @@ pub const SEMAPHORE_PERMITS: &str = "polylock_permits";
 /// then `__WRIT__`, so readers and writers of one lock sort by sequence.
 pub fn sort_key(child: &str) -> &str {
     let mut key = child;
-    for marker in [LOCK_MARKER, READ_MARKER, WRITE_MARKER] {
+    for marker in [LOCK_MARKER, READ_MARKER, WRITE_MARKER, LATCH_MARKER] {
         if let Some(i) = key.rfind(marker) {
             key = &key[i + marker.len()..];
         }
