@@ -1,4 +1,5 @@
-//! `polylock`: run a command under a distributed lock, or show a lock's state.
+//! `polylock`: run a command under a distributed lock or while leading an
+//! election, or show a lock's state or an election's leader.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -12,7 +13,8 @@ mod exit {
     pub const USAGE: u8 = 64;
     /// The server could not be reached.
     pub const UNAVAILABLE: u8 = 69;
-    /// The lock was lost while the command ran; the command got SIGTERM.
+    /// The lock (or leadership) was lost while the command ran; the command
+    /// got SIGTERM (and SIGKILL after --grace).
     pub const LOST: u8 = 70;
     /// The lock was not granted within --timeout.
     pub const TIMEOUT: u8 = 75;
@@ -31,9 +33,12 @@ mod exit {
   polylock run reports --url zk://127.0.0.1:2181 --read -- ./read-report.sh
   polylock run exports --permits 4 -- ./export.sh    # at most 4 at once
   POLYLOCK_URL=redis://127.0.0.1:6379 polylock status nightly-report
+  polylock lead scheduler --url zk://127.0.0.1:2181 -- ./scheduler
+  polylock leader scheduler --url zk://127.0.0.1:2181
 
-Exit codes of `run`: the command's own; 64 bad input; 69 server unreachable;
-70 lock lost while the command ran (it was sent SIGTERM); 75 not granted within --timeout."
+Exit codes of `run` and `lead`: the command's own; 64 bad input; 69 server
+unreachable; 70 lock or leadership lost while the command ran (it was sent
+SIGTERM, then SIGKILL after --grace); 75 not granted within --timeout."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -65,9 +70,39 @@ enum Command {
         /// of this name run at once (every run of a name must say the same N).
         #[arg(long, conflicts_with = "read", value_parser = clap::value_parser!(u32).range(1..))]
         permits: Option<u32>,
+        /// Seconds the command has to exit after SIGTERM on a loss before SIGKILL.
+        #[arg(long, default_value_t = 10.0)]
+        grace: f64,
         /// The command and its arguments.
         #[arg(trailing_var_arg = true, required = true)]
         cmd: Vec<String>,
+    },
+    /// Campaign in the election NAME; run the command only while leader
+    /// (its term in POLYLOCK_TERM); resign when it exits; exit with its code.
+    Lead {
+        /// The election's name (a Redis key; a ZooKeeper path: Curator LeaderLatch participants share it).
+        name: String,
+        /// redis://, rediss://, zk:// or zks:// URL.
+        #[arg(long, env = "POLYLOCK_URL", default_value = "redis://127.0.0.1:6379")]
+        url: String,
+        /// Give up after this many seconds as a follower (default: wait forever).
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Redis lease in seconds (renewed while the command runs).
+        #[arg(long)]
+        lease: Option<f64>,
+        /// Seconds the command has to exit after SIGTERM on a loss before SIGKILL.
+        #[arg(long, default_value_t = 10.0)]
+        grace: f64,
+        /// The command and its arguments.
+        #[arg(trailing_var_arg = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// Print the election's leader (its participant id) and term, or that none leads.
+    Leader {
+        name: String,
+        #[arg(long, env = "POLYLOCK_URL", default_value = "redis://127.0.0.1:6379")]
+        url: String,
     },
     /// Show whether the lock is held, by whom, its fencing counter and waiters.
     Status {
@@ -106,35 +141,89 @@ async fn main() -> ExitCode {
                 ExitCode::from(code_for(&e))
             }
         },
-        Command::Run { name, url, timeout, lease, read, write, permits, cmd } => {
+        Command::Leader { name, url } => match leader(&name, &url).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("polylock: {e}");
+                ExitCode::from(code_for(&e))
+            }
+        },
+        Command::Run { name, url, timeout, lease, grace, read, write, permits, cmd } => {
             let mode = match (read, write, permits) {
                 (true, _, _) => LockMode::Read,
                 (_, true, _) => LockMode::Write,
                 (_, _, Some(_)) => LockMode::Semaphore,
                 _ => LockMode::Exclusive,
             };
-            let timeout = match timeout.map(|t| seconds("--timeout", t)).transpose() {
+            let times = match Times::parse(timeout, lease, grace) {
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("polylock: {e}");
                     return ExitCode::from(exit::USAGE);
                 }
             };
-            let lease = match lease.map(|t| seconds("--lease", t)).transpose() {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("polylock: {e}");
-                    return ExitCode::from(exit::USAGE);
-                }
-            };
-            match run(&name, &url, mode, permits.unwrap_or(1), timeout, lease, &cmd).await {
-                Ok(code) => ExitCode::from(code),
-                Err(e) => {
-                    eprintln!("polylock: {e}");
-                    ExitCode::from(code_for(&e))
-                }
-            }
+            finish(run(&name, &url, mode, permits.unwrap_or(1), &times, &cmd).await)
         }
+        Command::Lead { name, url, timeout, lease, grace, cmd } => {
+            let times = match Times::parse(timeout, lease, grace) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("polylock: {e}");
+                    return ExitCode::from(exit::USAGE);
+                }
+            };
+            finish(lead(&name, &url, &times, &cmd).await)
+        }
+    }
+}
+
+fn finish(outcome: Result<u8, Error>) -> ExitCode {
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("polylock: {e}");
+            ExitCode::from(code_for(&e))
+        }
+    }
+}
+
+/// The durations `run` and `lead` take, checked.
+struct Times {
+    timeout: Option<Duration>,
+    lease: Option<Duration>,
+    grace: Duration,
+}
+
+impl Times {
+    fn parse(timeout: Option<f64>, lease: Option<f64>, grace: f64) -> Result<Times, String> {
+        Ok(Times {
+            timeout: timeout.map(|t| seconds("--timeout", t)).transpose()?,
+            lease: lease.map(|t| seconds("--lease", t)).transpose()?,
+            grace: seconds("--grace", grace)?,
+        })
+    }
+}
+
+async fn leader(name: &str, url: &str) -> Result<(), Error> {
+    let client = Client::connect(url).await?;
+    let out = match client.election(name)?.leader().await? {
+        Some(l) => match l.term {
+            Some(term) => format!("{name}: led by {}\nterm: {term}\n", l.participant),
+            None => format!("{name}: led by {}\n", l.participant),
+        },
+        None => format!("{name}: no leader\n"),
+    };
+    print_quietly(&out);
+    Ok(())
+}
+
+/// Prints `out`; a reader that went away (`| head -1`) is not an error:
+/// end quietly, as Unix tools do, instead of panicking as println! would.
+fn print_quietly(out: &str) {
+    use std::io::Write as _;
+    match std::io::stdout().lock().write_all(out.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => eprintln!("polylock: cannot write: {e}"),
+        _ => {}
     }
 }
 
@@ -162,20 +251,15 @@ async fn status(name: &str, url: &str) -> Result<(), Error> {
     if let Some(ttl) = s.ttl_ms {
         let _ = writeln!(out, "lease expires in: {ttl} ms");
     }
-    // A reader that went away (`| head -1`) is not an error: end quietly,
-    // as Unix tools do, instead of panicking as println! would.
-    use std::io::Write as _;
-    match std::io::stdout().lock().write_all(out.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => eprintln!("polylock: cannot write: {e}"),
-        _ => {}
-    }
+    print_quietly(&out);
     Ok(())
 }
 
-/// What `run` holds while the command runs: a lock (or half) or a permit.
+/// What the command runs under: a lock (or half), a permit, or a leadership.
 enum Hold {
     Lock(polylock::Guard),
     Permit(polylock::Permits),
+    Lead(polylock::Leadership),
 }
 
 impl Hold {
@@ -183,6 +267,7 @@ impl Hold {
         match self {
             Hold::Lock(g) => g.fencing_token(),
             Hold::Permit(p) => p.fencing_token(),
+            Hold::Lead(l) => l.term(),
         }
     }
 
@@ -190,6 +275,7 @@ impl Hold {
         match self {
             Hold::Lock(g) => g.lost().await,
             Hold::Permit(p) => p.lost().await,
+            Hold::Lead(l) => l.lost().await,
         }
     }
 
@@ -197,22 +283,16 @@ impl Hold {
         match self {
             Hold::Lock(g) => g.release().await,
             Hold::Permit(p) => p.release().await,
+            Hold::Lead(l) => l.resign().await,
         }
     }
 }
 
-async fn run(
-    name: &str,
-    url: &str,
-    mode: LockMode,
-    permits: u32,
-    timeout: Option<Duration>,
-    lease: Option<Duration>,
-    cmd: &[String],
-) -> Result<u8, Error> {
+async fn run(name: &str, url: &str, mode: LockMode, permits: u32, times: &Times, cmd: &[String]) -> Result<u8, Error> {
     let client = Client::connect(url).await?;
-    let opts = polylock::LockOptions { lease };
-    let lock = match mode {
+    let opts = polylock::LockOptions { lease: times.lease };
+    let timeout = times.timeout;
+    let hold = match mode {
         LockMode::Semaphore => {
             let sem = client.semaphore_with(name, permits, opts)?;
             Hold::Permit(sem.acquire_for(1, timeout).await?)
@@ -225,48 +305,97 @@ async fn run(
         }
         _ => Hold::Lock(client.lock_with(name, opts)?.acquire_as(current_owner(), timeout).await?),
     };
-    let guard = lock;
-    let mut child = match tokio::process::Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .env("POLYLOCK_FENCING_TOKEN", guard.fencing_token().to_string())
-        .spawn()
-    {
+    let token = hold.fencing_token().to_string();
+    run_under(hold, &format!("lock {name:?}"), [("POLYLOCK_FENCING_TOKEN", token)], times.grace, cmd).await
+}
+
+async fn lead(name: &str, url: &str, times: &Times, cmd: &[String]) -> Result<u8, Error> {
+    let client = Client::connect(url).await?;
+    let election = client.election_with(name, polylock::LockOptions { lease: times.lease })?;
+    let leadership = match times.timeout {
+        None => election.campaign().await?,
+        Some(t) => election.campaign_timeout(t).await?.ok_or_else(|| Error::Timeout(name.to_owned()))?,
+    };
+    let term = leadership.term().to_string();
+    // The term is a fencing token: both names, so a command written for `run` works unchanged.
+    let env = [("POLYLOCK_TERM", term.clone()), ("POLYLOCK_FENCING_TOKEN", term)];
+    run_under(Hold::Lead(leadership), &format!("leadership of {name:?}"), env, times.grace, cmd).await
+}
+
+/// Signals `polylock` passes on to the command, so that a supervisor
+/// stopping `polylock` stops the command (and one reloading it reloads it).
+const FORWARDED: [i32; 6] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT, libc::SIGUSR1, libc::SIGUSR2];
+
+/// Runs `cmd` while `hold` is held and returns its exit code (128 + the
+/// signal that killed it, as a shell reports it); ends the hold after it
+/// exits. On a loss the command gets SIGTERM, then SIGKILL if it has not
+/// exited after `grace`, and the code is [`exit::LOST`].
+async fn run_under<const N: usize>(
+    hold: Hold,
+    what: &str,
+    env: [(&str, String); N],
+    grace: Duration,
+    cmd: &[String],
+) -> Result<u8, Error> {
+    use tokio::signal::unix::{signal as listen, SignalKind};
+    // Listening before the command starts: a signal sent meanwhile is
+    // forwarded, not taken by the default action (which would kill
+    // `polylock` and leave the command running without its hold).
+    let mut listeners = Vec::new();
+    for sig in FORWARDED {
+        if let Ok(l) = listen(SignalKind::from_raw(sig)) {
+            listeners.push((sig, l));
+        }
+    }
+    let mut child = match tokio::process::Command::new(&cmd[0]).args(&cmd[1..]).envs(env).spawn() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("polylock: cannot run {:?}: {e}", cmd[0]);
-            let _ = guard.release().await;
+            let _ = hold.release().await;
             return Ok(exit::CANNOT_EXEC);
         }
     };
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let code = loop {
+        let forwarded = next_signal(&mut listeners);
         tokio::select! {
             status = child.wait() => {
-                let status = status.map_err(|e| Error::Protocol(format!("waiting for the command: {e}")))?;
-                break status.code().map_or(128 + status_signal(&status), |c| c as u8);
+                break exit_code(status.map_err(|e| Error::Protocol(format!("waiting for the command: {e}")))?);
             }
-            reason = guard.lost() => {
-                eprintln!("polylock: lock {name:?} lost ({reason}); sending SIGTERM to the command");
+            reason = hold.lost() => {
+                eprintln!("polylock: {what} lost ({reason}); sending SIGTERM to the command");
                 signal(&child, libc::SIGTERM);
-                let _ = child.wait().await;
+                if tokio::time::timeout(grace, child.wait()).await.is_err() {
+                    eprintln!("polylock: the command did not exit within {grace:?} of SIGTERM; sending SIGKILL");
+                    let _ = child.kill().await;
+                }
                 break exit::LOST;
             }
-            _ = tokio::signal::ctrl_c() => signal(&child, libc::SIGINT),
-            _ = async { match sigterm.as_mut() { Some(s) => { s.recv().await; } None => std::future::pending().await } } => {
-                signal(&child, libc::SIGTERM)
-            }
+            sig = forwarded => signal(&child, sig),
         }
     };
-    match guard.release().await {
+    match hold.release().await {
         Ok(()) => Ok(code),
         Err(Error::Lost { .. }) => Ok(exit::LOST),
         Err(e) => Err(e),
     }
 }
 
-fn status_signal(status: &std::process::ExitStatus) -> u8 {
+/// The next signal any of `listeners` receives.
+async fn next_signal(listeners: &mut [(i32, tokio::signal::unix::Signal)]) -> i32 {
+    std::future::poll_fn(|cx| {
+        for (sig, l) in listeners.iter_mut() {
+            if l.poll_recv(cx).is_ready() {
+                return std::task::Poll::Ready(*sig);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+fn exit_code(status: std::process::ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
-    status.signal().unwrap_or(0) as u8
+    status.code().map_or_else(|| 128 + status.signal().unwrap_or(0) as u8, |c| c as u8)
 }
 
 fn signal(child: &tokio::process::Child, sig: i32) {

@@ -7,6 +7,7 @@ mod support;
 
 use std::io::Read;
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use support::*;
 
@@ -139,4 +140,129 @@ fn permit_runs_are_limited_to_n_at_once() {
             "--read with --permits"
         );
     }
+}
+
+/// `lead` runs the command only while leader, with the term in
+/// `POLYLOCK_TERM`; a second `lead` waits (here: gives up with 75);
+/// `leader` prints the leader's term; the command's exit code comes back;
+/// once it exits, the next `lead` runs with a larger term.
+#[test]
+fn lead_runs_the_command_while_leader_with_its_term_and_exit_code() {
+    for (backend, url) in backends() {
+        let name = unique(&format!("cli-lead-{backend}"));
+        assert!(String::from_utf8_lossy(&polylock(&["leader", &name, "--url", &url]).stdout).contains("no leader"));
+        let mut first = Command::new(env!("CARGO_BIN_EXE_polylock"))
+            .args(["lead", &name, "--url", &url, "--", "sh", "-c", "echo term=$POLYLOCK_TERM; sleep 2; exit 3"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = Vec::new();
+        let mut out = first.stdout.take().unwrap();
+        let mut byte = [0u8; 1];
+        while out.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {
+            line.push(byte[0]);
+        }
+        let term: u64 = String::from_utf8_lossy(&line).strip_prefix("term=").and_then(|t| t.parse().ok()).unwrap_or(0);
+        assert!(term > 0, "{backend}: no term in the command's environment: {line:?}");
+        let shown = String::from_utf8_lossy(&polylock(&["leader", &name, "--url", &url]).stdout).into_owned();
+        assert!(shown.contains(&format!("term: {term}")), "{backend}: {shown}");
+        let o = polylock(&["lead", &name, "--url", &url, "--timeout", "0.3", "--", "true"]);
+        assert_eq!(code(&o), 75, "{backend}: a second leader ran beside the first: {o:?}");
+        assert_eq!(first.wait().unwrap().code(), Some(3), "{backend}: the command's exit code");
+        let o = polylock(&["lead", &name, "--url", &url, "--timeout", "5", "--", "sh", "-c", "echo $POLYLOCK_TERM"]);
+        assert_eq!(code(&o), 0, "{backend}: {o:?}");
+        let next: u64 = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+        assert!(next > term, "{backend}: the term did not grow: {term} then {next}");
+        assert!(String::from_utf8_lossy(&polylock(&["leader", &name, "--url", &url]).stdout).contains("no leader"));
+    }
+}
+
+/// Signals sent to `polylock` reach the command (a supervisor's SIGTERM,
+/// SIGHUP for a reload), and the command's own exit code comes back, not
+/// `polylock`'s death by the signal.
+#[test]
+fn signals_sent_to_polylock_are_forwarded_to_the_command() {
+    let url = redis_url();
+    for (verb, sig) in [("lead", libc::SIGTERM), ("run", libc::SIGTERM), ("lead", libc::SIGHUP)] {
+        let name = unique("cli-signal");
+        let script = "trap 'echo got; exit 42' TERM HUP; echo ready; while :; do sleep 0.05; done";
+        let mut p = Command::new(env!("CARGO_BIN_EXE_polylock"))
+            .args([verb, &name, "--url", &url, "--", "sh", "-c", script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = p.stdout.take().unwrap();
+        let mut ready = [0u8; 6];
+        out.read_exact(&mut ready).unwrap();
+        // SAFETY: kill(2) on the child we spawned and have not reaped.
+        unsafe { libc::kill(p.id() as i32, sig) };
+        let status = p.wait().unwrap();
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        assert_eq!(status.code(), Some(42), "{verb} {sig}: {status:?} (the command printed {rest:?})");
+        assert!(rest.contains("got"), "{verb} {sig}: the command did not get the signal: {rest:?}");
+    }
+}
+
+/// The leader's connection is cut: it is told it lost the leadership before
+/// the server can let anyone else lead, so its command, which exits on
+/// SIGTERM, is stopped before the next leader's command starts; it exits 70.
+/// A command that ignores SIGTERM is killed after `--grace` (the next leader
+/// may start before that: docs/cli.md says by how much).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_stops_its_command_before_the_next_leader_starts() {
+    let dir = std::env::temp_dir().join(format!("polylock-cli-lead-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (backend, url, scheme, ignores_term) in [
+        ("redis", redis_url(), "redis", false),
+        ("zookeeper", zk_url(), "zk", false),
+        ("redis", redis_url(), "redis", true),
+    ] {
+        let name = unique(&format!("cli-lead-cut-{backend}"));
+        let proxy = Proxy::start(&host_port(&url)).await;
+        let pid_file = dir.join(format!("{}.pid", name.replace('/', "_")));
+        // The first leader's command records its pid, then sleeps (or ignores SIGTERM and sleeps).
+        let trap = if ignores_term { "trap '' TERM; " } else { "" };
+        let first_cmd = format!("{trap}echo $$ > {}; echo ready; exec sleep 1000", pid_file.display());
+        let first_cmd =
+            if ignores_term { first_cmd.replace("exec sleep 1000", "while :; do sleep 0.05; done") } else { first_cmd };
+        let mut first = tokio::process::Command::new(env!("CARGO_BIN_EXE_polylock"))
+            .args(["lead", &name, "--url", &proxy.url(scheme), "--lease", "3", "--grace", "0.5", "--", "sh", "-c"])
+            .arg(&first_cmd)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut ready = [0u8; 6];
+        tokio::io::AsyncReadExt::read_exact(first.stdout.as_mut().unwrap(), &mut ready).await.unwrap();
+        // The next leader's command: is the first one's process still running (a zombie is not)?
+        let check = format!(
+            "s=$(cut -d' ' -f3 /proc/$(cat {})/stat 2>/dev/null); if [ -n \"$s\" ] && [ \"$s\" != Z ]; then echo OVERLAP; else echo CLEAN; fi",
+            pid_file.display()
+        );
+        let second = tokio::process::Command::new(env!("CARGO_BIN_EXE_polylock"))
+            .args(["lead", &name, "--url", &url, "--timeout", "30", "--", "sh", "-c", &check])
+            .output();
+        let second = tokio::spawn(second);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        proxy.cut();
+        let first_exit = tokio::time::timeout(Duration::from_secs(30), first.wait()).await.unwrap().unwrap();
+        assert_eq!(first_exit.code(), Some(70), "{backend}: the cut-off leader's exit");
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        assert!(
+            !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists(),
+            "{backend} (ignores SIGTERM: {ignores_term}): the command outlived its leader's exit"
+        );
+        let second = second.await.unwrap().unwrap();
+        if ignores_term {
+            assert_eq!(second.status.code(), Some(0), "{backend}: {second:?}");
+            continue;
+        }
+        assert_eq!(second.status.code(), Some(0), "{backend}: {second:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&second.stdout).trim(),
+            "CLEAN",
+            "{backend} (ignores SIGTERM: {ignores_term}): the next leader's command started while the first one's ran"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
