@@ -110,7 +110,7 @@ impl NativeClient {
     #[napi]
     pub fn lock(&self, name: String, lease_ms: Option<f64>) -> napi::Result<NativeLock> {
         let lease = lease_ms.map(|ms| millis("leaseMs", ms)).transpose()?;
-        let lock = self.client()?.lock_with(&name, polylock::LockOptions { lease }).napi_err()?;
+        let lock = self.client()?.lock_with(&name, polylock::LockOptions { lease, ..Default::default() }).napi_err()?;
         Ok(NativeLock::new(lock))
     }
 
@@ -119,7 +119,8 @@ impl NativeClient {
     #[napi]
     pub fn rw_lock_half(&self, name: String, lease_ms: Option<f64>, write: bool) -> napi::Result<NativeLock> {
         let lease = lease_ms.map(|ms| millis("leaseMs", ms)).transpose()?;
-        let rw = self.client()?.rw_lock_with(&name, polylock::LockOptions { lease }).napi_err()?;
+        let rw =
+            self.client()?.rw_lock_with(&name, polylock::LockOptions { lease, ..Default::default() }).napi_err()?;
         Ok(NativeLock::new(if write { rw.write() } else { rw.read() }.clone()))
     }
 
@@ -129,7 +130,10 @@ impl NativeClient {
     pub fn semaphore(&self, name: String, permits: f64, lease_ms: Option<f64>) -> napi::Result<NativeSemaphore> {
         let permits = permit_count("permits", permits)?;
         let lease = lease_ms.map(|ms| millis("leaseMs", ms)).transpose()?;
-        let sem = self.client()?.semaphore_with(&name, permits, polylock::LockOptions { lease }).napi_err()?;
+        let sem = self
+            .client()?
+            .semaphore_with(&name, permits, polylock::LockOptions { lease, ..Default::default() })
+            .napi_err()?;
         Ok(NativeSemaphore::new(sem, self.grants.clone()))
     }
 

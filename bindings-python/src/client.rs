@@ -104,7 +104,10 @@ impl Client {
     #[pyo3(signature = (name, lease, on_lost))]
     fn lock(&self, name: &str, lease: Option<f64>, on_lost: Option<Py<PyAny>>) -> PyResult<Lock> {
         let inner = self.inner.get()?;
-        let lock = inner.client.lock_with(name, LockOptions { lease: seconds("lease", lease)? }).py_err()?;
+        let lock = inner
+            .client
+            .lock_with(name, LockOptions { lease: seconds("lease", lease)?, ..Default::default() })
+            .py_err()?;
         Ok(Lock::new(LockInner::new(inner.client.clone(), lock, on_lost)))
     }
 
@@ -119,7 +122,10 @@ impl Client {
         on_lost: Option<Py<PyAny>>,
     ) -> PyResult<(Lock, Lock)> {
         let inner = self.inner.get()?;
-        let rw = inner.client.rw_lock_with(name, LockOptions { lease: seconds("lease", lease)? }).py_err()?;
+        let rw = inner
+            .client
+            .rw_lock_with(name, LockOptions { lease: seconds("lease", lease)?, ..Default::default() })
+            .py_err()?;
         let half = |lock: &polylock::Lock, on_lost: Option<Py<PyAny>>| {
             Lock::new(LockInner::new(inner.client.clone(), lock.clone(), on_lost))
         };
@@ -132,7 +138,7 @@ impl Client {
     #[pyo3(signature = (name, permits, lease))]
     fn semaphore(&self, name: &str, permits: u32, lease: Option<f64>) -> PyResult<Semaphore> {
         let inner = self.inner.get()?;
-        let opts = LockOptions { lease: seconds("lease", lease)? };
+        let opts = LockOptions { lease: seconds("lease", lease)?, ..Default::default() };
         Ok(Semaphore::new(inner.client.semaphore_with(name, permits, opts).py_err()?))
     }
 

@@ -187,10 +187,10 @@ impl Driver {
                 let lease = checked_lease(name.as_str(), ms_field(&f.lease_ms, "leaseMs")?)?;
                 let opts = match ms_field(&f.timeout_ms, "timeoutMs")? {
                     None => AcquireOptions { lease, ..AcquireOptions::default() },
-                    Some(0.0) => AcquireOptions { no_wait: true, deadline: None, lease, permits: None },
+                    Some(0.0) => AcquireOptions { no_wait: true, lease, ..AcquireOptions::default() },
                     Some(ms) => {
                         let deadline = Instant::from_millis((now_ms + ms).ceil() as u64);
-                        AcquireOptions { no_wait: false, deadline: Some(deadline), lease, permits: None }
+                        AcquireOptions { deadline: Some(deadline), lease, ..AcquireOptions::default() }
                     }
                 };
                 let owner = OwnerId(u64_field(&f.owner, "owner")?);

@@ -70,8 +70,11 @@ enum Command {
         /// of this name run at once (every run of a name must say the same N).
         #[arg(long, conflicts_with = "read", value_parser = clap::value_parser!(u32).range(1..))]
         permits: Option<u32>,
-        /// Seconds the command has to exit after SIGTERM on a loss before SIGKILL.
-        #[arg(long, default_value_t = 10.0)]
+        /// Seconds the command has to exit after SIGTERM on a loss before
+        /// SIGKILL; the loss is reported that much earlier, so the command is
+        /// gone before anyone else is granted (Redis: at most a third of the
+        /// lease; ZooKeeper: less than a third of the session timeout).
+        #[arg(long, default_value_t = 3.0)]
         grace: f64,
         /// The command and its arguments.
         #[arg(trailing_var_arg = true, required = true)]
@@ -91,8 +94,11 @@ enum Command {
         /// Redis lease in seconds (renewed while the command runs).
         #[arg(long)]
         lease: Option<f64>,
-        /// Seconds the command has to exit after SIGTERM on a loss before SIGKILL.
-        #[arg(long, default_value_t = 10.0)]
+        /// Seconds the command has to exit after SIGTERM on a loss before
+        /// SIGKILL; the loss is reported that much earlier, so the command is
+        /// gone before anyone else is granted (Redis: at most a third of the
+        /// lease; ZooKeeper: less than a third of the session timeout).
+        #[arg(long, default_value_t = 3.0)]
         grace: f64,
         /// The command and its arguments.
         #[arg(trailing_var_arg = true, required = true)]
@@ -202,6 +208,13 @@ impl Times {
             grace: seconds("--grace", grace)?,
         })
     }
+
+    /// The lease, and the grace as the stop margin: the loss is reported
+    /// early enough for the command to exit (or be killed) before the
+    /// server can grant anyone else.
+    fn lock_options(&self) -> polylock::LockOptions {
+        polylock::LockOptions { lease: self.lease, stop_margin: self.grace }
+    }
 }
 
 async fn leader(name: &str, url: &str) -> Result<(), Error> {
@@ -290,7 +303,7 @@ impl Hold {
 
 async fn run(name: &str, url: &str, mode: LockMode, permits: u32, times: &Times, cmd: &[String]) -> Result<u8, Error> {
     let client = Client::connect(url).await?;
-    let opts = polylock::LockOptions { lease: times.lease };
+    let opts = times.lock_options();
     let timeout = times.timeout;
     let hold = match mode {
         LockMode::Semaphore => {
@@ -311,7 +324,7 @@ async fn run(name: &str, url: &str, mode: LockMode, permits: u32, times: &Times,
 
 async fn lead(name: &str, url: &str, times: &Times, cmd: &[String]) -> Result<u8, Error> {
     let client = Client::connect(url).await?;
-    let election = client.election_with(name, polylock::LockOptions { lease: times.lease })?;
+    let election = client.election_with(name, times.lock_options())?;
     let leadership = match times.timeout {
         None => election.campaign().await?,
         Some(t) => election.campaign_timeout(t).await?.ok_or_else(|| Error::Timeout(name.to_owned()))?,

@@ -42,6 +42,7 @@ pub fn run(data: &[u8]) {
                     deadline: (flags & 2 == 2).then(|| Instant::from_millis(now + u64::from(b.u16().unwrap_or(0)))),
                     lease: (flags & 4 == 4).then(|| std::time::Duration::from_millis(100 + u64::from(flags))),
                     permits: None,
+                    stop_margin: std::time::Duration::ZERO,
                 };
                 nonce += 1;
                 if let Ok(ticket) = m.acquire(t, owner, opts, Nonce(nonce)) {

@@ -34,6 +34,11 @@ pub struct AcquireOptions {
     /// A semaphore acquire ([`LockMode::Semaphore`]): how many of how many
     /// permits. Required there, refused elsewhere.
     pub permits: Option<PermitRequest>,
+    /// Tell the holder of a loss this much earlier than the margins alone
+    /// would: time to stop its work (a command's exit after SIGTERM)
+    /// before the server can grant anyone else. Redis: at most a third of
+    /// the lease; ZooKeeper: less than [`LockConfig::disconnect_grace`].
+    pub stop_margin: Duration,
 }
 
 /// Where the lock lives on its backend, worked out once per machine.
@@ -51,6 +56,7 @@ struct Waiter {
     no_wait: bool,
     lease: Option<Duration>,
     permits: Option<PermitRequest>,
+    stop_margin: Duration,
     nonce: Nonce,
     /// A read acquire by the owner's write holder (a downgrade): the
     /// write hold ([`LockMachine::write_hold`]) it is granted beside.
@@ -305,6 +311,7 @@ impl LockMachine {
             crate::config::validate_lease(lease)?;
         }
         self.check_permits(owner, opts.permits)?;
+        self.check_stop_margin(opts.stop_margin, opts.lease)?;
         if self.mode == LockMode::Leader && (self.is_held_by(owner) || self.waiters.iter().any(|w| w.owner == owner)) {
             // A leadership is not re-entrant: a second campaign would share
             // the first's term and end with its resign.
@@ -330,6 +337,7 @@ impl LockMachine {
             no_wait: opts.no_wait,
             lease: opts.lease,
             permits: opts.permits,
+            stop_margin: opts.stop_margin,
             nonce,
             beside_write,
         };
@@ -595,6 +603,29 @@ impl LockMachine {
         }
     }
 
+    /// A stop margin must leave a loss deadline after the next renewal
+    /// (Redis) or after the disconnection is reported (ZooKeeper); a larger
+    /// one would report every hold lost while it is fine.
+    fn check_stop_margin(&self, margin: Duration, lease: Option<Duration>) -> Result<(), Error> {
+        if margin.is_zero() {
+            return Ok(());
+        }
+        let (bound, what) = match self.cfg.backend {
+            Backend::Redis => (lease.unwrap_or(self.cfg.lease) / 3, "a third of the lease"),
+            Backend::ZooKeeper => {
+                (self.cfg.disconnect_grace().saturating_sub(Duration::from_millis(1)), "a third of the session timeout")
+            }
+        };
+        if margin > bound {
+            return Err(Error::InvalidOption(format!(
+                "the stop margin ({} ms) must be less than {what} ({} ms)",
+                margin.as_millis(),
+                bound.as_millis()
+            )));
+        }
+        Ok(())
+    }
+
     fn usable(&self) -> Result<(), Error> {
         if let Some(e) = &self.fatal {
             return Err(e.clone());
@@ -620,24 +651,23 @@ impl LockMachine {
         let claim: Box<dyn Claim + Send + Sync> = match &self.layout {
             Layout::Redis(keys) => {
                 let (lease, waiter_ttl) = self.cfg.lease_and_waiter_ttl(w.lease);
-                let terms = Terms { lease, waiter_ttl };
+                let terms = Terms { lease, waiter_ttl, stop_margin: w.stop_margin };
                 let role = RedisRole::of(self.mode, w.permits);
                 Box::new(RedisClaim::new(keys.clone(), role, holder, w.nonce.0, !w.no_wait, terms))
             }
             Layout::ZooKeeper(path) => match (ZkRole::of(self.mode, w.beside_write.clone()), w.permits) {
-                (Some(role), _) => Box::new(ZkClaim::new(
-                    path.clone(),
-                    role,
-                    w.nonce,
-                    holder.into_bytes(),
-                    !w.no_wait,
-                    self.down_since,
-                )),
+                (Some(role), _) => Box::new(
+                    ZkClaim::new(path.clone(), role, w.nonce, holder.into_bytes(), !w.no_wait, self.down_since)
+                        .with_stop_margin(w.stop_margin),
+                ),
                 (None, permits) => {
                     // `check_permits` made sure a semaphore acquire has its ask.
                     let ask = permits.unwrap_or(PermitRequest { total: 1, count: 1 });
                     let data = holder.into_bytes();
-                    Box::new(ZkPermitsClaim::new(path.clone(), ask, w.nonce, data, !w.no_wait, self.down_since))
+                    Box::new(
+                        ZkPermitsClaim::new(path.clone(), ask, w.nonce, data, !w.no_wait, self.down_since)
+                            .with_stop_margin(w.stop_margin),
+                    )
                 }
             },
         };

@@ -98,7 +98,7 @@ impl Client {
     /// A handle on the lock `name` with its own options.
     pub fn lock_with(&self, name: &str, opts: LockOptions) -> Result<Lock> {
         let name = self.checked_name(name, &opts)?;
-        Ok(Lock::new(self.exec.clone(), name, LockMode::Exclusive, opts.lease))
+        Ok(Lock::new(self.exec.clone(), name, LockMode::Exclusive, &opts))
     }
 
     /// A read-write lock `name` (Curator's `InterProcessReadWriteLock`
@@ -112,7 +112,7 @@ impl Client {
     /// [`Self::rw_lock`] with its own options (both halves share them).
     pub fn rw_lock_with(&self, name: &str, opts: LockOptions) -> Result<RwLock> {
         let name = self.checked_name(name, &opts)?;
-        Ok(RwLock::new(self.exec.clone(), name, opts.lease))
+        Ok(RwLock::new(self.exec.clone(), name, &opts))
     }
 
     /// A counting semaphore `name` of `permits` permits (Redisson's
@@ -129,7 +129,7 @@ impl Client {
     /// [`Self::semaphore`] with its own options (the lease of each grant).
     pub fn semaphore_with(&self, name: &str, permits: u32, opts: LockOptions) -> Result<Semaphore> {
         let name = self.checked_name(name, &opts)?;
-        Semaphore::new(self.exec.clone(), self.backend, name, permits, opts.lease)
+        Semaphore::new(self.exec.clone(), self.backend, name, permits, &opts)
     }
 
     /// A leader election `name` (Curator's `LeaderLatch` layout on
@@ -144,7 +144,7 @@ impl Client {
     /// [`Self::election`] with its own options (Redis: the leadership's lease).
     pub fn election_with(&self, name: &str, opts: LockOptions) -> Result<Election> {
         let name = self.checked_name(name, &opts)?;
-        Ok(Election::new(self.exec.clone(), self.backend, name, opts.lease))
+        Ok(Election::new(self.exec.clone(), self.backend, name, &opts))
     }
 
     /// The name, and the options checked now, so that a bad lease fails

@@ -14,6 +14,7 @@ use polylock_core::{Backend, LockMode, LockName, LossReason, OwnerId};
 use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::lock::{Guard, Lock, LossWatch};
+use crate::options::LockOptions;
 
 /// A leader election of one [`crate::Client`] ([`crate::Client::election`]).
 /// Cheap to clone. Each campaign is a participant of its own (a fresh
@@ -47,8 +48,8 @@ pub struct Leader {
 }
 
 impl Election {
-    pub(crate) fn new(exec: Arc<Executor>, backend: Backend, name: LockName, lease: Option<Duration>) -> Self {
-        Election { lock: Lock::new(exec.clone(), name.clone(), LockMode::Leader, lease), exec, backend, name }
+    pub(crate) fn new(exec: Arc<Executor>, backend: Backend, name: LockName, opts: &LockOptions) -> Self {
+        Election { lock: Lock::new(exec.clone(), name.clone(), LockMode::Leader, opts), exec, backend, name }
     }
 
     /// The election's name.

@@ -11,6 +11,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::error::{Error, Result};
 use crate::executor::{Executor, Grant, GrantResult, HoldState, LossCallback};
+use crate::options::LockOptions;
 use crate::owner::current_owner;
 use crate::withdrawal::Withdrawal;
 
@@ -22,6 +23,7 @@ pub struct Lock {
     name: LockName,
     mode: LockMode,
     lease: Option<Duration>,
+    stop_margin: Duration,
 }
 
 impl std::fmt::Debug for Lock {
@@ -31,8 +33,8 @@ impl std::fmt::Debug for Lock {
 }
 
 impl Lock {
-    pub(crate) fn new(exec: Arc<Executor>, name: LockName, mode: LockMode, lease: Option<Duration>) -> Self {
-        Lock { exec, name, mode, lease }
+    pub(crate) fn new(exec: Arc<Executor>, name: LockName, mode: LockMode, opts: &LockOptions) -> Self {
+        Lock { exec, name, mode, lease: opts.lease, stop_margin: opts.stop_margin }
     }
 
     /// The lock's name.
@@ -81,7 +83,7 @@ impl Lock {
             Some(d) if d.is_zero() => (true, None),
             Some(d) => (false, Some(self.exec.deadline_after(d))),
         };
-        let opts = AcquireOptions { no_wait, deadline, lease: self.lease, permits };
+        let opts = AcquireOptions { no_wait, deadline, lease: self.lease, permits, stop_margin: self.stop_margin };
         let (ticket, rx, started) = self.exec.acquire(&self.name, self.mode, owner, opts)?;
         // Owns the receiver for the whole wait, so that if this future is
         // dropped mid-wait its Drop sees the acquire as pending and cancels it.
@@ -373,10 +375,10 @@ pub struct RwLock {
 }
 
 impl RwLock {
-    pub(crate) fn new(exec: Arc<Executor>, name: LockName, lease: Option<Duration>) -> Self {
+    pub(crate) fn new(exec: Arc<Executor>, name: LockName, opts: &LockOptions) -> Self {
         RwLock {
-            read: Lock::new(exec.clone(), name.clone(), LockMode::Read, lease),
-            write: Lock::new(exec, name, LockMode::Write, lease),
+            read: Lock::new(exec.clone(), name.clone(), LockMode::Read, opts),
+            write: Lock::new(exec, name, LockMode::Write, opts),
         }
     }
 

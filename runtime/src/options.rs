@@ -39,4 +39,10 @@ impl Default for ClientOptions {
 pub struct LockOptions {
     /// Redis: this lock's lease (renewed every third of it). `None`: the client's.
     pub lease: Option<Duration>,
+    /// Be told of a loss this much earlier than the safety margins alone
+    /// would tell: the time the holder needs to stop its work (a command's
+    /// exit after SIGTERM, say) before the server can let anyone else in.
+    /// Redis: at most a third of the lease; ZooKeeper: less than a third
+    /// of the session timeout. Zero by default.
+    pub stop_margin: Duration,
 }

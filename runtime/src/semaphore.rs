@@ -14,6 +14,7 @@ use polylock_core::{LockMode, LockName, LossReason, OwnerId, PermitRequest};
 use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::lock::{Guard, Lock, LossWatch};
+use crate::options::LockOptions;
 
 /// A counting semaphore of one [`crate::Client`] ([`crate::Client::semaphore`]).
 /// Cheap to clone; clones share the grants taken with [`Self::acquire_held`].
@@ -49,12 +50,12 @@ impl Semaphore {
         backend: polylock_core::Backend,
         name: LockName,
         permits: u32,
-        lease: Option<Duration>,
+        opts: &LockOptions,
     ) -> Result<Self> {
         let ask = PermitRequest { total: permits, count: 1 };
         ask.validate().map_err(|e| Error::from_core(name.as_str(), e))?;
         Ok(Semaphore {
-            lock: Lock::new(exec.clone(), name.clone(), LockMode::Semaphore, lease),
+            lock: Lock::new(exec.clone(), name.clone(), LockMode::Semaphore, opts),
             exec,
             backend,
             name,

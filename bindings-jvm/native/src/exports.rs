@@ -149,7 +149,7 @@ pub extern "system" fn Java_io_polylock_Native_lockNew<'l>(
         let h = handles::get::<ClientHandle>(client)?;
         let name = string(env, &name)?;
         let lease = (lease_ms != UNSET).then(|| millis(lease_ms));
-        let lock = h.client.lock_with(&name, LockOptions { lease })?;
+        let lock = h.client.lock_with(&name, LockOptions { lease, ..Default::default() })?;
         Ok(handles::into_handle(LockHandle::new(lock)))
     })
 }
@@ -168,7 +168,7 @@ pub extern "system" fn Java_io_polylock_Native_lockNewReadWrite<'l>(
         let h = handles::get::<ClientHandle>(client)?;
         let name = string(env, &name)?;
         let lease = (lease_ms != UNSET).then(|| millis(lease_ms));
-        let rw = h.client.rw_lock_with(&name, LockOptions { lease })?;
+        let rw = h.client.rw_lock_with(&name, LockOptions { lease, ..Default::default() })?;
         let half = if write != 0 { rw.write() } else { rw.read() };
         Ok(handles::into_handle(LockHandle::new(half.clone())))
     })
@@ -334,7 +334,7 @@ pub extern "system" fn Java_io_polylock_Native_semNew<'l>(
         let name = string(env, &name)?;
         let permits = permit_count("the number of permits", permits)?;
         let lease = (lease_ms != UNSET).then(|| millis(lease_ms));
-        let sem = h.client.semaphore_with(&name, permits, LockOptions { lease })?;
+        let sem = h.client.semaphore_with(&name, permits, LockOptions { lease, ..Default::default() })?;
         Ok(handles::into_handle(SemaphoreHandle { sem }))
     })
 }

@@ -147,12 +147,16 @@ pub(crate) struct RedisClaim {
 pub(crate) struct Terms {
     pub(crate) lease: Duration,
     pub(crate) waiter_ttl: Duration,
+    /// The holder's time to stop its work ([`crate::AcquireOptions::stop_margin`]).
+    pub(crate) stop_margin: Duration,
 }
 
 impl Terms {
-    /// The local deadline margin for this lease (see [`crate::LockConfig::drift`]).
+    /// The local deadline margin for this lease (see [`crate::LockConfig::drift`]),
+    /// plus the holder's stop margin: how long before the server may expire
+    /// the grant the holder is told it lost it.
     fn drift(&self) -> Duration {
-        crate::config::drift_for(self.lease)
+        crate::config::drift_for(self.lease) + self.stop_margin
     }
 }
 

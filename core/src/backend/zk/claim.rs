@@ -2,6 +2,7 @@
 //! watch the predecessor, hold (watching our own node), delete.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::paths::{
     is_writer, node_prefix_with, sort_key, sorted_contenders, LATCH_MARKER, LOCK_MARKER, READ_MARKER, WRITE_MARKER,
@@ -153,9 +154,17 @@ pub(crate) struct ZkClaim {
     /// known to be there (`own_watch_set`), we are first without reading
     /// the children again.
     behind_first: bool,
+    /// The holder's time to stop its work ([`crate::AcquireOptions::stop_margin`]).
+    stop_margin: Duration,
 }
 
 impl ZkClaim {
+    /// Reports a loss by disconnection `margin` earlier.
+    pub(crate) fn with_stop_margin(mut self, margin: Duration) -> Self {
+        self.stop_margin = margin;
+        self
+    }
+
     fn arm_watchdog(&mut self, cx: &Cx<'_>) {
         self.watchdog.arm(&mut self.timers, cx.now, cx.cfg.session_timeout);
     }
@@ -200,13 +209,14 @@ impl ZkClaim {
             own_watch_on_parent: false,
             refusals: Refusals::default(),
             behind_first: false,
+            stop_margin: Duration::ZERO,
         }
     }
 
     /// When a holder must be told it lost the lock because the connection
     /// went down, if it is down.
     fn disconnection_deadline(&self, cx: &Cx<'_>) -> Option<crate::Instant> {
-        self.down_since.map(|down| down.saturating_add(cx.cfg.disconnect_grace()))
+        self.down_since.map(|down| down.saturating_add(cx.cfg.disconnect_grace().saturating_sub(self.stop_margin)))
     }
 
     /// The only way into Held. Starts the pause watchdog and, while the

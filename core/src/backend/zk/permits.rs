@@ -40,6 +40,7 @@
 //!   could then wait for us while we wait for it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::claim::{ZkClaim, ZkRole};
 use super::paths::{node_prefix_with, LEASE_MARKER, SEMAPHORE_LEASES, SEMAPHORE_LOCKS, SEMAPHORE_PERMITS};
@@ -164,6 +165,8 @@ pub(crate) struct ZkPermitsClaim {
     watchdog: PauseWatchdog,
     down_since: Option<Instant>,
     refusals: Refusals,
+    /// The holder's time to stop its work ([`crate::AcquireOptions::stop_margin`]).
+    stop_margin: Duration,
 }
 
 /// A reply of a kind the request cannot get: the driver is broken.
@@ -208,7 +211,19 @@ impl ZkPermitsClaim {
             watchdog: PauseWatchdog::default(),
             down_since,
             refusals: Refusals::default(),
+            stop_margin: Duration::ZERO,
         }
+    }
+
+    /// Reports a loss by disconnection `margin` earlier.
+    pub(crate) fn with_stop_margin(mut self, margin: Duration) -> Self {
+        self.stop_margin = margin;
+        self
+    }
+
+    /// How long after a disconnection a holder is told it lost its permits.
+    fn disconnect_grace(&self, cx: &Cx<'_>) -> Duration {
+        cx.cfg.disconnect_grace().saturating_sub(self.stop_margin)
     }
 
     fn leases_path(&self) -> String {
@@ -644,7 +659,7 @@ impl ZkPermitsClaim {
     /// Granting with the mutex's node gone: held. While the connection is
     /// down past its deadline the session may be gone: start over instead.
     fn grant(&mut self, cx: &mut Cx<'_>) -> Progress {
-        let loss_at = self.down_since.map(|down| down.saturating_add(cx.cfg.disconnect_grace()));
+        let loss_at = self.down_since.map(|down| down.saturating_add(self.disconnect_grace(cx)));
         if loss_at.is_some_and(|at| at <= cx.now) {
             self.start_over(cx);
             return Progress::Pending;
@@ -853,7 +868,7 @@ impl ZkPermitsClaim {
         self.down_since.get_or_insert(cx.now);
         if self.phase == Phase::Held {
             if let Some(down) = self.down_since {
-                self.own.set(Timer::Loss, down.saturating_add(cx.cfg.disconnect_grace()));
+                self.own.set(Timer::Loss, down.saturating_add(self.disconnect_grace(cx)));
             }
         }
         Progress::Pending
