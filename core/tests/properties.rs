@@ -142,6 +142,39 @@ fn rw_liveness(backend: Backend, seed: u64) -> Result<(), String> {
     Ok(())
 }
 
+// 11. Leader elections: every acquire a campaign (LockMode::Leader: the
+//     mutex's lifecycle, Curator's latch nodes on ZooKeeper). Without
+//     pauses, at most one participant believes it leads at any moment and
+//     terms grow in the order leaderships began; a deposed leader's writes
+//     are refused by a term-checking resource under every fault; every
+//     campaign leads in bounded time and nothing is left behind.
+fn election(mut sc: Scenario) -> Scenario {
+    sc.election = true;
+    sc
+}
+
+fn election_one_leader(backend: Backend, seed: u64) -> Result<(), String> {
+    let out = World::new(election(no_pause_faults(backend, seed)), seed).run();
+    check_no_overlap(&out)?;
+    check_tokens_in_grant_order(&out)
+}
+
+fn election_fencing(backend: Backend, seed: u64) -> Result<(), String> {
+    let out = World::new(election(all_faults(backend, seed)), seed).run();
+    check_fencing(&out)
+}
+
+fn election_liveness(backend: Backend, seed: u64) -> Result<(), String> {
+    let mut sc = election(all_faults(backend, seed));
+    sc.time_cap_ms = 120_000;
+    let out = World::new(sc, seed).run();
+    check_liveness(&out)?;
+    if out.leftovers != 0 {
+        return Err(format!("{} keys/nodes left on the server", out.leftovers));
+    }
+    Ok(())
+}
+
 // 9. Counting semaphores (Redis and ZooKeeper): N permits (1..=4 per seed), each
 //    acquire asking for k in 1..=N of them as its own owner. Without
 //    pauses, never more than N permits held at once, a grant that could
@@ -504,6 +537,19 @@ proptest! {
     fn p9_sem_liveness_zookeeper(seed in any::<u64>()) { sem_liveness(Backend::ZooKeeper, seed).map_err(TestCaseError::fail)?; }
 
     #[test]
+    fn p11_election_one_leader_redis(seed in any::<u64>()) { election_one_leader(Backend::Redis, seed).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p11_election_one_leader_zookeeper(seed in any::<u64>()) { election_one_leader(Backend::ZooKeeper, seed).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p11_election_fencing_redis(seed in any::<u64>()) { election_fencing(Backend::Redis, seed).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p11_election_fencing_zookeeper(seed in any::<u64>()) { election_fencing(Backend::ZooKeeper, seed).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p11_election_liveness_redis(seed in any::<u64>()) { election_liveness(Backend::Redis, seed).map_err(TestCaseError::fail)?; }
+    #[test]
+    fn p11_election_liveness_zookeeper(seed in any::<u64>()) { election_liveness(Backend::ZooKeeper, seed).map_err(TestCaseError::fail)?; }
+
+    #[test]
     fn p5_reentrancy_redis(steps in prop::collection::vec(step(), 1..40)) { reentrancy(Backend::Redis, steps)?; }
     #[test]
     fn p5_reentrancy_zookeeper(steps in prop::collection::vec(step(), 1..40)) { reentrancy(Backend::ZooKeeper, steps)?; }
@@ -537,6 +583,33 @@ fn two_names_share_a_table_under_faults() {
         }
         assert!(shared, "{backend:?}: no table ever held two names at once");
         assert!(both_granted, "{backend:?}: a name was never granted");
+    }
+}
+
+/// The election runs exercise what property 11 is about: every belief is a
+/// leadership (a campaign in LockMode::Leader), participants contend (one
+/// waits while another leads), and leaderships follow one another.
+#[test]
+fn election_runs_contend_and_hand_over() {
+    for backend in [Backend::Redis, Backend::ZooKeeper] {
+        let (mut leaderships, mut waited) = (0, 0);
+        for seed in 0..200 {
+            let out = World::new(election(no_pause_faults(backend, seed)), seed).run();
+            assert!(out.beliefs.iter().all(|b| b.mode == polylock_core::LockMode::Leader), "{backend:?}");
+            leaderships += out.beliefs.len();
+            // Campaigns asked while another participant led.
+            waited += out
+                .beliefs
+                .iter()
+                .filter(|b| {
+                    out.beliefs
+                        .iter()
+                        .any(|a| a.lock == b.lock && a.start < b.asked && a.end.is_some_and(|e| e > b.asked))
+                })
+                .count();
+        }
+        assert!(leaderships > 400, "{backend:?}: only {leaderships} leaderships in 200 runs");
+        assert!(waited > 100, "{backend:?}: only {waited} campaigns waited for another leader");
     }
 }
 

@@ -118,6 +118,9 @@ pub struct Scenario {
     /// Every acquire asks for permits of a counting semaphore of this many
     /// (Redis), each its own owner, `k` in 1..=N chosen per acquire.
     pub semaphore: Option<u32>,
+    /// Every acquire is a campaign in a leader election ([`LockMode::Leader`]):
+    /// a belief is a leadership, its token the term.
+    pub election: bool,
     /// Semaphores: the last client is made with this other number of
     /// permits. It starts once the server has recorded the run's number,
     /// and every one of its acquires must be refused without a change.
@@ -147,6 +150,7 @@ impl Scenario {
             two_names: false,
             write_per_mille: None,
             semaphore: None,
+            election: false,
             mismatch: None,
             replicas: 0,
             time_cap_ms: 600_000,
@@ -924,6 +928,7 @@ impl World {
             self.clients[c].lock = (c + self.sc.cycles - self.clients[c].cycles_left) % 2;
         }
         self.clients[c].mode = match self.sc.write_per_mille {
+            None if self.sc.election => LockMode::Leader,
             None => LockMode::Exclusive,
             Some(w) if self.rng.chance(w) => LockMode::Write,
             Some(_) => LockMode::Read,
