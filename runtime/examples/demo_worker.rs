@@ -2,7 +2,7 @@
 //! the Python, Node and Java workers follow the same protocol, described in
 //! demo/README.md):
 //! `demo_worker --url URL --lock NAME --resource-url REDIS_URL --rounds N --id ID
-//!              [--hold-ms MS] [--lease-ms MS] [--session-ms MS] [--permits N]`
+//!              [--hold-ms MS] [--lease-ms MS] [--session-ms MS] [--permits N | --election]`
 //! For each round: acquire; print a grant line; read the resource's count;
 //! hold for --hold-ms; write count+1 through the fencing-checked script
 //! (demo/resource.lua); print a record line with start/end on
@@ -11,6 +11,9 @@
 //! instead of the lock, and holds without touching the resource (N holders
 //! at once: there is no single writer to fence); its records say
 //! `"accepted": true`.
+//! With `--election` each round is a campaign in the election of that name
+//! instead of an acquire, the leadership's term its token, a resign its
+//! release: the resource refuses a deposed leader's write as a stale holder's.
 //!
 //! With POLYLOCK_HISTORY_DIR set, it also records its operation history
 //! there (one JSON line per call, return and reported loss; see
@@ -19,7 +22,36 @@
 use std::io::Write;
 use std::time::Duration;
 
-use polylock::{Client, ClientOptions, Error};
+use polylock::{Client, ClientOptions, Error, Guard, Leadership, LossReason};
+
+/// What a round holds: the lock, or the election's leadership.
+enum Held {
+    Lock(Guard),
+    Lead(Leadership),
+}
+
+impl Held {
+    fn token(&self) -> u64 {
+        match self {
+            Held::Lock(g) => g.fencing_token(),
+            Held::Lead(l) => l.term(),
+        }
+    }
+
+    fn lost_reason(&self) -> Option<LossReason> {
+        match self {
+            Held::Lock(g) => g.lost_reason(),
+            Held::Lead(l) => l.lost_reason(),
+        }
+    }
+
+    async fn release(self) -> polylock::Result<()> {
+        match self {
+            Held::Lock(g) => g.release().await,
+            Held::Lead(l) => l.resign().await,
+        }
+    }
+}
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -127,10 +159,14 @@ async fn main() {
         return;
     }
     let lock = client.lock(&name).unwrap();
+    let election = args.iter().any(|a| a == "--election").then(|| client.election(&name).unwrap());
     for _ in 0..rounds {
         history.record("acquire", "call", "");
-        let guard = lock.acquire().await.unwrap();
-        let token = guard.fencing_token();
+        let guard = match &election {
+            Some(e) => Held::Lead(e.campaign().await.unwrap()),
+            None => Held::Lock(lock.acquire().await.unwrap()),
+        };
+        let token = guard.token();
         history.record("acquire", "return", &format!("\"token\": {token}"));
         let start = monotonic_ns();
         println!(

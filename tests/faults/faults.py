@@ -22,6 +22,12 @@ awaited, each repeated --trials times, on loopback servers only:
                while the lock was held, after more grants: the lock and its
                fence counter go back; tokens must still grow
   leader-kill  the leader of the 3-node ZooKeeper ensemble killed (then restarted)
+  election-sigstop, election-leader-kill
+               sigstop and leader-kill with the workers campaigning in a
+               leader election instead of locking (the term is the token):
+               a deposed leader's write is refused, it is told it lost the
+               leadership, and the next participant leads. Workers of the
+               languages in ELECTION_LANGS, three of each
   sem-sigkill  the workers take permits of one semaphore of SEM_PERMITS permits
                instead of the lock (N hold at once, so no resource write); a
                permit holder SIGKILLed per trial: never more than N inside at
@@ -110,6 +116,8 @@ REPLICA_HOLD_MS = 1200
 REPLICA_SPELL_S = 2.0
 # The semaphore row: permits of one semaphore, fewer than the workers.
 SEM_PERMITS = 2
+# The worker languages whose workers campaign with --election (the election rows).
+ELECTION_LANGS = {"rust"}
 # The long mode's trials per row, failover rows included.
 LONG_TRIALS = 200
 RESULTS = os.path.join(ROOT, "tests", "faults", "RESULTS.md")
@@ -141,6 +149,8 @@ class Worker:
         ]
         if pool.permits:
             args += ["--permits", str(pool.permits)]
+        if pool.election:
+            args += ["--election"]
         env = {**os.environ, "POLYLOCK_HISTORY_DIR": pool.history_dir}
         self.proc = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1, env=env
@@ -177,9 +187,9 @@ class Worker:
 class Pool:
     """Workers of every language contending on one lock on one server."""
 
-    def __init__(self, backend, url, langs, resource_url, history_dir, hold_ms=HOLD_MS, permits=None):
+    def __init__(self, backend, url, langs, resource_url, history_dir, hold_ms=HOLD_MS, permits=None, election=False):
         self.backend, self.url, self.resource_url = backend, url, resource_url
-        self.hold_ms, self.permits = hold_ms, permits
+        self.hold_ms, self.permits, self.election = hold_ms, permits, election
         self.history_dir = history_dir
         os.makedirs(history_dir, exist_ok=True)
         self.lock = f"faults/{backend.replace(' ', '-')}-{os.getpid()}-{int(time.time() * 1000) % 100000}"
@@ -666,6 +676,9 @@ def main():
         ("leader-kill", "zookeeper ensemble", env["POLYLOCK_TEST_ZK_ENSEMBLE"], 15),
         ("sem-sigkill", "redis", env["POLYLOCK_TEST_REDIS2"], LEASE_MS / 1000 + 2),
         ("sem-sigkill", "zookeeper", env["POLYLOCK_TEST_ZK"], SESSION_MS / 1000 + 3),
+        ("election-sigstop", "redis", env["POLYLOCK_TEST_REDIS2"], LEASE_MS / 1000 + 2),
+        ("election-sigstop", "zookeeper", env["POLYLOCK_TEST_ZK"], SESSION_MS / 1000 + 3),
+        ("election-leader-kill", "zookeeper ensemble", env["POLYLOCK_TEST_ZK_ENSEMBLE"], 15),
     ]
     failover_trials = args.failover_trials if args.failover_trials is not None else max(1, args.trials // 2)
     sentinel, cluster = env.get("POLYLOCK_TEST_SENTINEL"), env.get("POLYLOCK_TEST_CLUSTER")
@@ -702,12 +715,16 @@ def main():
     for fault, backend, url, bound in plan:
         res = Result(fault, backend)
         semaphore = fault.startswith("sem-")
+        election = fault.startswith("election-")
         hold = REPLICA_HOLD_MS if fault == "replica" else HOLD_MS
         # The semaphore row: two workers per language (at least four), more than there are permits.
         workers = (langs * 4)[: max(4, 2 * len(langs))] if semaphore else langs
+        if election:
+            workers = [lang for lang in langs if lang[0] in ELECTION_LANGS] * 3
         history_dir = row_dir(fault, backend)
         pool = Pool(
-            backend, url, workers, resource_url, history_dir, hold, permits=SEM_PERMITS if semaphore else None
+            backend, url, workers, resource_url, history_dir, hold,
+            permits=SEM_PERMITS if semaphore else None, election=election,
         )
         t = time.time()
         try:
@@ -715,6 +732,9 @@ def main():
                 res.failures.append("the workers never got the lock")
             elif semaphore:
                 run_semaphore_row(pool, args.trials, res, bound)
+            elif election:
+                # The lock rows' faults, on leaderships; half the trials (a pause costs seconds).
+                run_fault(fault.removeprefix("election-"), pool, max(3, args.trials // 2), res, bound, port_of(url))
             else:
                 run_fault(fault, pool, args.trials, res, bound, port_of(url))
         finally:
