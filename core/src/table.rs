@@ -221,6 +221,11 @@ impl LockTable {
             || self.locks.values().any(|e| e.machine.has_server_work())
     }
 
+    /// Has [`Self::close`] been called?
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
     /// Machines alive (a test and metrics figure: idle ones are dropped).
     pub fn lock_count(&self) -> usize {
         self.locks.len()

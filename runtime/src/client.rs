@@ -167,14 +167,14 @@ impl Client {
     #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub async fn debug_expire_session(&self) -> Result<()> {
-        self.exec.transport().debug_expire_session().await
+        self.exec.transport()?.debug_expire_session().await
     }
 
     /// Tests only: ZooKeeper watches set and neither fired nor dropped (0 on Redis).
     #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn debug_live_watches(&self) -> usize {
-        self.exec.transport().debug_live_watches()
+        self.exec.transport().map_or(0, |t| t.debug_live_watches())
     }
 
     /// Tests only: ZooKeeper watch routing entries (watches live, and
@@ -182,7 +182,7 @@ impl Client {
     #[cfg(feature = "test-hooks")]
     #[doc(hidden)]
     pub fn debug_watch_routes(&self) -> usize {
-        self.exec.transport().debug_watch_routes()
+        self.exec.transport().map_or(0, |t| t.debug_watch_routes())
     }
 
     /// This client's 128-bit random id, as in its Redis hash fields and ZooKeeper node data.
@@ -200,7 +200,9 @@ impl Client {
     /// [`Error::Closed`], and waits (at most 5 s) for the
     /// server-side cleanup. Each holder is told `Lost(Closed)` before its
     /// release is sent, and its guard's release reports that loss. Later
-    /// calls fail with `Closed`.
+    /// calls fail with `Closed`. Once the cleanup is done the client closes
+    /// its connections and ends its tasks, even while the application
+    /// still holds lock handles made from it.
     pub async fn close(&self) {
         self.exec.close();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);

@@ -98,11 +98,14 @@ struct ExecutorState {
     statuses: HashMap<StatusId, oneshot::Sender<StatusResult>>,
     /// The loss signal of each owner's current grant of each lock.
     holds: HashMap<(String, LockMode, OwnerId), Arc<HoldState>>,
+    /// The connections and the tasks serving them. Dropped (which closes
+    /// them) once the client is closed and its cleanup is done, although
+    /// the application may keep lock handles, and so this executor, alive.
+    transport: Option<Arc<dyn Transport>>,
 }
 
 pub(crate) struct Executor {
     state: Mutex<ExecutorState>,
-    transport: Box<dyn Transport>,
     /// Every deadline's clock: counts time the host spent suspended.
     clock: SuspendAwareClock,
     timer: Arc<Timer>,
@@ -132,8 +135,8 @@ impl Executor {
                 releases: HashMap::new(),
                 statuses: HashMap::new(),
                 holds: HashMap::new(),
+                transport: Some(Arc::from(transport)),
             }),
-            transport,
             clock: SuspendAwareClock::new(),
             timer: Arc::new(Timer::new()),
             handle: tokio::runtime::Handle::current(),
@@ -141,8 +144,8 @@ impl Executor {
         let weak = Arc::downgrade(&exec);
         tokio::spawn(crate::timer::run(exec.timer.clone(), move || {
             let exec = weak.upgrade()?;
-            exec.fire_timers();
-            Some(exec.now())
+            // Closed and done: no deadline is left to run.
+            exec.fire_timers().then(|| exec.now())
         }));
         tokio::spawn(feed_reports(Arc::downgrade(&exec), reports));
         Ok(exec)
@@ -164,9 +167,10 @@ impl Executor {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The transport, or `Closed` once the closed client has let go of it.
     #[cfg(feature = "test-hooks")]
-    pub(crate) fn transport(&self) -> &dyn Transport {
-        self.transport.as_ref()
+    pub(crate) fn transport(&self) -> Result<Arc<dyn Transport>> {
+        self.state().transport.clone().ok_or(Error::Closed)
     }
 
     // ---- calls from the API -------------------------------------------
@@ -252,6 +256,9 @@ impl Executor {
     /// [`crate::Semaphore::available_permits`] answer from); `backend`
     /// names the server when there is no answer.
     pub(crate) async fn status(self: &Arc<Self>, backend: Backend, name: &LockName) -> Result<LockStatus> {
+        if self.state().table.is_closed() {
+            return Err(Error::Closed);
+        }
         let (mut rx, started) = self.read_status(name);
         match self.drive_until(started, &mut rx).await {
             Some(Ok(status)) => Ok(status),
@@ -336,12 +343,16 @@ impl Executor {
     }
 
     /// Runs every lock's due timers (the timer task calls this).
-    pub(crate) fn fire_timers(self: &Arc<Self>) {
+    /// Runs the due timers; false once the client is closed and has let
+    /// go of its transport (nothing is left to time).
+    pub(crate) fn fire_timers(self: &Arc<Self>) -> bool {
         let mut st = self.state();
         st.table.handle_timeout(self.now());
         let started = self.drain(&mut st);
+        let open = st.transport.is_some();
         drop(st);
         self.run_in_background(started);
+        open
     }
 
     // ---- outputs --------------------------------------------------------
@@ -360,11 +371,15 @@ impl Executor {
                 }
                 Output::Command(cmd) => {
                     let id = cmd.id;
-                    started.push((id, self.transport.start(cmd)));
+                    started.push((id, start(st.transport.as_deref(), cmd)));
                 }
                 Output::Timeout(at) => self.timer.arm(at),
                 _ => {}
             }
+        }
+        if st.table.is_closed() && !st.table.has_server_work() && started.is_empty() {
+            // Closed, and the cleanup is done: let go of the connections.
+            st.transport = None;
         }
         started
     }
@@ -450,6 +465,18 @@ impl Executor {
         };
         drop(rest);
         result
+    }
+}
+
+/// Starts `cmd` on the transport. A closed table that has finished its
+/// cleanup sends nothing more; should it ever, the command fails as an
+/// unreachable server's would, rather than reopening a connection.
+fn start(transport: Option<&dyn Transport>, cmd: polylock_core::Command) -> crate::backend::Started {
+    match transport {
+        Some(t) => t.start(cmd),
+        None => {
+            Box::pin(async { Reply::Failed(polylock_core::TransportError { message: "the client is closed".into() }) })
+        }
     }
 }
 

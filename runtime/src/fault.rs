@@ -49,6 +49,11 @@ impl Proxy {
         self.port
     }
 
+    /// Connections through the proxy that neither side has closed.
+    pub fn open_connections(&self) -> usize {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|h| !h.is_finished()).count()
+    }
+
     /// Closes every connection through the proxy and refuses new ones.
     pub fn cut(&self) {
         self.cut.store(true, Ordering::SeqCst);

@@ -131,3 +131,31 @@ async fn an_interrupted_blocking_acquire_returns_once_it_left_the_server() {
         held.release().await.unwrap();
     }
 }
+
+/// A closed client lets go of its connections (and the tasks that serve
+/// them) once its cleanup is done, even while the application still holds
+/// handles made from it (a lock, an election, a guard of a lost grant):
+/// counted at a proxy between the client and the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_client_closes_its_connections_while_handles_live() {
+    for (backend, url) in backends() {
+        let proxy = Proxy::start(&host_port(&url)).await;
+        let scheme = if backend == "zookeeper" { "zk" } else { "redis" };
+        let c = client(&proxy.url(scheme)).await;
+        let name = unique("closed-connections");
+        let lock = c.lock(&name).unwrap();
+        let election = c.election(&format!("{name}-election")).unwrap();
+        let held = lock.acquire().await.unwrap();
+        assert!(proxy.open_connections() > 0, "{backend}: no connection through the proxy");
+        c.close().await;
+        let gone = eventually(Duration::from_secs(5), || async { proxy.open_connections() == 0 }).await;
+        assert!(gone, "{backend}: {} connections still open after close", proxy.open_connections());
+        // The handles still answer, with Closed.
+        assert!(matches!(lock.acquire().await, Err(Error::Closed)), "{backend}");
+        assert!(matches!(election.campaign().await, Err(Error::Closed)), "{backend}");
+        assert!(matches!(election.leader().await, Err(Error::Closed)), "{backend}");
+        assert!(matches!(c.status(&name).await, Err(Error::Closed)), "{backend}");
+        assert!(matches!(held.release().await, Err(Error::Lost { reason: LossReason::Closed, .. })), "{backend}");
+        assert_eq!(proxy.open_connections(), 0, "{backend}: a closed client's handle opened a connection");
+    }
+}

@@ -187,6 +187,11 @@ impl Proxy {
         self.0.cut();
     }
 
+    /// Connections through the proxy that neither side has closed.
+    pub fn open_connections(&self) -> usize {
+        self.0.open_connections()
+    }
+
     pub fn restore(&self) {
         self.0.restore();
     }
