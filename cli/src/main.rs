@@ -51,15 +51,6 @@ enum Command {
     Run {
         /// The lock name (a Redis key; a ZooKeeper path, with or without a leading '/').
         name: String,
-        /// redis://, rediss://, zk:// or zks:// URL.
-        #[arg(long, env = "POLYLOCK_URL", default_value = "redis://127.0.0.1:6379")]
-        url: String,
-        /// Give up after this many seconds (default: wait forever).
-        #[arg(long)]
-        timeout: Option<f64>,
-        /// Redis lease in seconds (renewed while the command runs).
-        #[arg(long)]
-        lease: Option<f64>,
         /// Take the read half of a read-write lock: many commands may read at once.
         #[arg(long, conflicts_with = "write")]
         read: bool,
@@ -70,39 +61,16 @@ enum Command {
         /// of this name run at once (every run of a name must say the same N).
         #[arg(long, conflicts_with = "read", value_parser = clap::value_parser!(u32).range(1..))]
         permits: Option<u32>,
-        /// Seconds the command has to exit after SIGTERM on a loss before
-        /// SIGKILL; the loss is reported that much earlier, so the command is
-        /// gone before anyone else is granted (Redis: at most a third of the
-        /// lease; ZooKeeper: less than a third of the session timeout).
-        #[arg(long, default_value_t = 3.0)]
-        grace: f64,
-        /// The command and its arguments.
-        #[arg(trailing_var_arg = true, required = true)]
-        cmd: Vec<String>,
+        #[command(flatten)]
+        job: Job,
     },
     /// Campaign in the election NAME; run the command only while leader
     /// (its term in POLYLOCK_TERM); resign when it exits; exit with its code.
     Lead {
         /// The election's name (a Redis key; a ZooKeeper path: Curator LeaderLatch participants share it).
         name: String,
-        /// redis://, rediss://, zk:// or zks:// URL.
-        #[arg(long, env = "POLYLOCK_URL", default_value = "redis://127.0.0.1:6379")]
-        url: String,
-        /// Give up after this many seconds as a follower (default: wait forever).
-        #[arg(long)]
-        timeout: Option<f64>,
-        /// Redis lease in seconds (renewed while the command runs).
-        #[arg(long)]
-        lease: Option<f64>,
-        /// Seconds the command has to exit after SIGTERM on a loss before
-        /// SIGKILL; the loss is reported that much earlier, so the command is
-        /// gone before anyone else is granted (Redis: at most a third of the
-        /// lease; ZooKeeper: less than a third of the session timeout).
-        #[arg(long, default_value_t = 3.0)]
-        grace: f64,
-        /// The command and its arguments.
-        #[arg(trailing_var_arg = true, required = true)]
-        cmd: Vec<String>,
+        #[command(flatten)]
+        job: Job,
     },
     /// Print the election's leader (its participant id) and term, or that none leads.
     Leader {
@@ -116,6 +84,30 @@ enum Command {
         #[arg(long, env = "POLYLOCK_URL", default_value = "redis://127.0.0.1:6379")]
         url: String,
     },
+}
+
+/// What `run` and `lead` share: the server, how long to wait and hold,
+/// and the command to run under the lock or leadership.
+#[derive(clap::Args)]
+struct Job {
+    /// redis://, rediss://, zk:// or zks:// URL.
+    #[arg(long, env = "POLYLOCK_URL", default_value = "redis://127.0.0.1:6379")]
+    url: String,
+    /// Give up after this many seconds (default: wait forever).
+    #[arg(long)]
+    timeout: Option<f64>,
+    /// Redis lease in seconds (renewed while the command runs).
+    #[arg(long)]
+    lease: Option<f64>,
+    /// Seconds the command has to exit after SIGTERM on a loss before
+    /// SIGKILL; the loss is reported that much earlier, so the command is
+    /// gone before anyone else is granted (Redis: at most a third of the
+    /// lease; ZooKeeper: less than a third of the session timeout).
+    #[arg(long, default_value_t = 3.0)]
+    grace: f64,
+    /// The command and its arguments.
+    #[arg(trailing_var_arg = true, required = true)]
+    cmd: Vec<String>,
 }
 
 fn seconds(what: &str, v: f64) -> Result<Duration, String> {
@@ -154,31 +146,31 @@ async fn main() -> ExitCode {
                 ExitCode::from(code_for(&e))
             }
         },
-        Command::Run { name, url, timeout, lease, grace, read, write, permits, cmd } => {
+        Command::Run { name, read, write, permits, job } => {
             let mode = match (read, write, permits) {
                 (true, _, _) => LockMode::Read,
                 (_, true, _) => LockMode::Write,
                 (_, _, Some(_)) => LockMode::Semaphore,
                 _ => LockMode::Exclusive,
             };
-            let times = match Times::parse(timeout, lease, grace) {
+            let times = match Times::parse(&job) {
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("polylock: {e}");
                     return ExitCode::from(exit::USAGE);
                 }
             };
-            finish(run(&name, &url, mode, permits.unwrap_or(1), &times, &cmd).await)
+            finish(run(&name, &job.url, mode, permits.unwrap_or(1), &times, &job.cmd).await)
         }
-        Command::Lead { name, url, timeout, lease, grace, cmd } => {
-            let times = match Times::parse(timeout, lease, grace) {
+        Command::Lead { name, job } => {
+            let times = match Times::parse(&job) {
                 Ok(t) => t,
                 Err(e) => {
                     eprintln!("polylock: {e}");
                     return ExitCode::from(exit::USAGE);
                 }
             };
-            finish(lead(&name, &url, &times, &cmd).await)
+            finish(lead(&name, &job.url, &times, &job.cmd).await)
         }
     }
 }
@@ -201,11 +193,11 @@ struct Times {
 }
 
 impl Times {
-    fn parse(timeout: Option<f64>, lease: Option<f64>, grace: f64) -> Result<Times, String> {
+    fn parse(job: &Job) -> Result<Times, String> {
         Ok(Times {
-            timeout: timeout.map(|t| seconds("--timeout", t)).transpose()?,
-            lease: lease.map(|t| seconds("--lease", t)).transpose()?,
-            grace: seconds("--grace", grace)?,
+            timeout: job.timeout.map(|t| seconds("--timeout", t)).transpose()?,
+            lease: job.lease.map(|t| seconds("--lease", t)).transpose()?,
+            grace: seconds("--grace", job.grace)?,
         })
     }
 

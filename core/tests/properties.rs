@@ -98,14 +98,20 @@ fn mutual_exclusion(backend: Backend, seed: u64, two: bool) -> Result<(), String
 //    counter expires too), under every fault of property 1.
 fn liveness(backend: Backend, seed: u64, two: bool) -> Result<(), String> {
     let mut sc = all_faults(backend, seed);
-    sc.time_cap_ms = 120_000;
     sc.two_names = two;
+    live_and_clean(sc, seed).map(drop)
+}
+
+/// Runs `sc` with time to recover (120 s of virtual time): every waiter
+/// granted, nothing left on the server. Property 3's check, for every kind.
+fn live_and_clean(mut sc: Scenario, seed: u64) -> Result<Outcome, String> {
+    sc.time_cap_ms = 120_000;
     let out = World::new(sc, seed).run();
     check_liveness(&out)?;
     if out.leftovers != 0 {
         return Err(format!("{} keys/nodes left on the server", out.leftovers));
     }
-    Ok(())
+    Ok(out)
 }
 
 // 8. Read-write locks: every acquire is a read, or (a third of them) a
@@ -132,14 +138,7 @@ fn rw_fencing(backend: Backend, seed: u64) -> Result<(), String> {
 }
 
 fn rw_liveness(backend: Backend, seed: u64) -> Result<(), String> {
-    let mut sc = read_write(all_faults(backend, seed));
-    sc.time_cap_ms = 120_000;
-    let out = World::new(sc, seed).run();
-    check_liveness(&out)?;
-    if out.leftovers != 0 {
-        return Err(format!("{} keys/nodes left on the server", out.leftovers));
-    }
-    Ok(())
+    live_and_clean(read_write(all_faults(backend, seed)), seed).map(drop)
 }
 
 // 11. Leader elections: every acquire a campaign (LockMode::Leader: the
@@ -165,14 +164,7 @@ fn election_fencing(backend: Backend, seed: u64) -> Result<(), String> {
 }
 
 fn election_liveness(backend: Backend, seed: u64) -> Result<(), String> {
-    let mut sc = election(all_faults(backend, seed));
-    sc.time_cap_ms = 120_000;
-    let out = World::new(sc, seed).run();
-    check_liveness(&out)?;
-    if out.leftovers != 0 {
-        return Err(format!("{} keys/nodes left on the server", out.leftovers));
-    }
-    Ok(())
+    live_and_clean(election(all_faults(backend, seed)), seed).map(drop)
 }
 
 // 9. Counting semaphores (Redis and ZooKeeper): N permits (1..=4 per seed), each
@@ -235,14 +227,7 @@ fn sem_fencing(backend: Backend, seed: u64) -> Result<(), String> {
 }
 
 fn sem_liveness(backend: Backend, seed: u64) -> Result<Outcome, String> {
-    let mut sc = semaphore(all_faults(backend, seed), seed);
-    sc.time_cap_ms = 120_000;
-    let out = World::new(sc, seed).run();
-    check_liveness(&out)?;
-    if out.leftovers != 0 {
-        return Err(format!("{} keys left on the server", out.leftovers));
-    }
-    Ok(out)
+    live_and_clean(semaphore(all_faults(backend, seed), seed), seed)
 }
 
 // 4. One release makes at most one waiter retry (no herd).
