@@ -17,9 +17,10 @@ pub struct LockStatus {
     /// ZooKeeper the holder node's data (ours: the same id; Curator's: an IP).
     pub holder: Option<String>,
     /// Redis: the last fencing token issued, while its counter lives (it
-    /// expires with the lease of the grant that set it; renewals do not
-    /// extend it, so a lock held past its first lease shows `None`: the
-    /// token is unknown, never 0). ZooKeeper: the holder node's czxid.
+    /// expires a lease after the grant that set it or, held by polylock,
+    /// after its last renewal; a lock a Redisson client holds past its
+    /// first lease shows `None`: the token is unknown, never 0). ZooKeeper:
+    /// the holder node's czxid.
     pub fencing_token: Option<u64>,
     /// Contenders waiting, where the backend can tell (Redis: polylock's
     /// queue, which Redisson waiters do not join; ZooKeeper: every node after the first).

@@ -41,9 +41,9 @@ pub struct Leader {
     /// `<client id>:<owner>` ([`Leadership::participant`]), or the id a
     /// Curator `LeaderLatch` was given (its node's data).
     pub participant: String,
-    /// The leadership's term, where the server still has it: ZooKeeper
-    /// always (the leader node's czxid); Redis while the fence counter of
-    /// the grant lives (it expires with the grant's first lease).
+    /// The leadership's term: ZooKeeper the leader node's czxid; Redis the
+    /// fence counter of its grant, which its renewals keep (`None` only if
+    /// the leader stopped renewing and the lease is running out).
     pub term: Option<u64>,
 }
 

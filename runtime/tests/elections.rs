@@ -112,3 +112,21 @@ async fn a_campaign_dropped_while_waiting_leaves_nothing_behind() {
         b.close().await;
     }
 }
+
+/// A leadership held for several leases still shows its term to
+/// `leader()`: on Redis its renewals keep the fence counter with the lock.
+#[tokio::test]
+async fn leader_reports_the_term_of_a_leadership_held_past_its_lease() {
+    for (backend, url) in backends() {
+        let c = client(&url).await;
+        let opts = polylock::LockOptions { lease: Some(Duration::from_millis(600)), ..Default::default() };
+        let election = c.election_with(&unique("election-long"), opts).unwrap();
+        let lead = election.campaign().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        assert!(lead.lost_reason().is_none(), "{backend}: lost while held");
+        let leader = election.leader().await.unwrap().expect("a leader");
+        assert_eq!(leader.term, Some(lead.term()), "{backend}: the term after two and a half leases");
+        lead.resign().await.unwrap();
+        c.close().await;
+    }
+}

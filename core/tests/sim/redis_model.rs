@@ -193,6 +193,10 @@ impl RedisModel {
                 let lease: u64 = args[1].parse().unwrap();
                 if self.hexists(now, &keys[0], &args[0]) {
                     self.pexpire(now, &keys[0], lease);
+                    // PEXPIRE of an expired (gone) counter does nothing.
+                    if self.exists(now, &keys[1]) {
+                        self.pexpire(now, &keys[1], lease);
+                    }
                     RedisValue::Int(1)
                 } else {
                     RedisValue::Int(0)

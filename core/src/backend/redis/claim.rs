@@ -392,7 +392,8 @@ impl RedisClaim {
         let lease = self.terms.lease.as_millis().to_string();
         let op = match self.role {
             RedisRole::Mutex => {
-                self.eval(cx, &RENEW, vec![self.keys.lock().to_owned()], vec![self.field.clone(), lease])
+                let keys = vec![self.keys.lock().to_owned(), self.keys.fence().to_owned()];
+                self.eval(cx, &RENEW, keys, vec![self.field.clone(), lease])
             }
             RedisRole::Read | RedisRole::Write => self.eval(
                 cx,

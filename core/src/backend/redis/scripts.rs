@@ -260,15 +260,19 @@ return 0
     )),
 };
 
-/// KEYS: lock. ARGV: field, lease ms. Extends the lease if our field still
-/// holds the lock: returns 1, else 0 (the lock is gone: we lost it).
+/// KEYS: lock, fence. ARGV: field, lease ms. Extends the lease if our
+/// field still holds the lock: returns 1, else 0 (the lock is gone: we
+/// lost it). The fence counter (our grant's token, the last one issued
+/// while we hold) is extended with it, so it lives as long as the hold: a
+/// status read (an election's term) finds it however long the lock is held.
 pub static RENEW: Script = Script {
     name: "polylock_renew",
     sha1: std::sync::OnceLock::new(),
     source: lua!(
-        r#"-- polylock renew v1
+        r#"-- polylock renew v2
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
   return 1
 end
 return 0
