@@ -16,15 +16,15 @@ use crate::permits::{self, PendingPermits};
 use crate::runtime;
 
 /// Java passes `Long.MIN_VALUE` for "not set".
-const UNSET: jlong = jlong::MIN;
+pub(crate) const UNSET: jlong = jlong::MIN;
 
-fn string(env: &mut JNIEnv, s: &JString) -> Outcome<String> {
+pub(crate) fn string(env: &mut JNIEnv, s: &JString) -> Outcome<String> {
     Ok(env.get_string(s)?.into())
 }
 
 /// Millis from Java; zero or negative become zero, which the runtime
 /// rejects as an invalid option with its own message.
-fn millis(ms: jlong) -> Duration {
+pub(crate) fn millis(ms: jlong) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
 }
 

@@ -7,6 +7,8 @@
 //! catches panics and turns every failure into exactly one Java exception.
 
 mod acquire;
+mod campaign;
+mod elections;
 mod errors;
 mod exports;
 mod handles;

@@ -22,7 +22,7 @@ pub(crate) fn init_vm(env: &JNIEnv) -> Outcome<()> {
 
 /// Runs `call` on this (runtime) thread's JNI env. A Java exception thrown
 /// by the callee is described and cleared: there is no Java caller to get it.
-fn with_env(call: impl for<'l> FnOnce(&mut JNIEnv<'l>) -> Outcome<()>) {
+pub(crate) fn with_env(call: impl for<'l> FnOnce(&mut JNIEnv<'l>) -> Outcome<()>) {
     let Some(vm) = VM.get() else { return };
     let Ok(mut env) = vm.attach_current_thread_as_daemon() else { return };
     let _ = env.with_local_frame(8, |env| -> Outcome<()> {

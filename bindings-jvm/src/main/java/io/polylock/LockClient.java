@@ -149,6 +149,35 @@ public final class LockClient implements AutoCloseable {
     }
 
     /**
+     * A participant in the leader election {@code name}, shaped like Curator's {@code LeaderLatch}:
+     * {@link LeaderElection#start()} joins, {@link LeaderElection#await()} waits to lead,
+     * {@link LeaderElection#close()} leaves. On ZooKeeper {@code name} is the latch path and the
+     * participant is a {@code LeaderLatch} node, so Curator latches on that path take part in the same
+     * election; on Redis the leader holds the name's lock, so use a name either as a lock or as an
+     * election. Each call makes a new participant. No I/O.
+     *
+     * @throws IllegalArgumentException the name is empty, too long or malformed
+     * @param name the election's name (a ZooKeeper path, or any Redis key)
+     * @return a participant, not yet started
+     */
+    public LeaderElection election(String name) {
+        return election(name, null);
+    }
+
+    /**
+     * {@link #election(String)} with its own Redis lease for the leadership (renewed every third of it
+     * while leading; ignored by ZooKeeper, where the session plays that part). {@code null}: the client's.
+     * @param name the election's name (a ZooKeeper path, or any Redis key)
+     * @param lease the Redis lease, or {@code null} for the client's
+     * @return a participant, not yet started
+     */
+    public LeaderElection election(String name, Duration lease) {
+        Objects.requireNonNull(name, "name");
+        long leaseMs = lease == null ? Native.UNSET : lease.toMillis();
+        return withHandle(h -> new LeaderElection(name, Native.electionNew(h, name, leaseMs)));
+    }
+
+    /**
      * {@code "redis"} or {@code "zookeeper"}.
      * @return {@code "redis"} or {@code "zookeeper"}
      */

@@ -98,4 +98,21 @@ final class Native {
 
     /** Cancels the acquire if it still runs and frees the handle. */
     static native void semAcquireFree(long pending);
+
+    /** The election {@code name} ({@code leaseMs}: {@link #UNSET} for the client's lease). No I/O. */
+    static native long electionNew(long client, String name, long leaseMs);
+
+    static native void electionFree(long election);
+
+    /** Who leads now, by every client (one read of the server), or null when nobody does. */
+    static native LeaderElection.Leader electionLeader(long election);
+
+    /**
+     * Starts taking part in the election until {@link #campaignEnd}: the runtime calls
+     * {@code events.elected}, {@code events.lost} and {@code events.failed}. Returns the campaign's handle.
+     */
+    static native long campaignStart(long election, LeaderElection events);
+
+    /** Withdraws the campaign or resigns its leadership, waiting for the server, and frees the handle. */
+    static native void campaignEnd(long campaign);
 }
