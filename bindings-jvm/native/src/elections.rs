@@ -28,7 +28,7 @@ pub extern "system" fn Java_io_polylock_Native_electionNew<'l>(
         let h = handles::get::<ClientHandle>(client)?;
         let name = string(env, &name)?;
         let lease = (lease_ms != UNSET).then(|| millis(lease_ms));
-        let election = h.client.election_with(&name, LockOptions { lease })?;
+        let election = h.client.election_with(&name, LockOptions { lease, ..Default::default() })?;
         Ok(handles::into_handle(ElectionHandle { election }))
     })
 }
