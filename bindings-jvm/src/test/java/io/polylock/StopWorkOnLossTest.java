@@ -135,6 +135,7 @@ class StopWorkOnLossTest {
             holder.join(30_000);
             assertFalse(holder.isAlive(), "the holder's work was never stopped: " + events);
             assertTrue(granted.await(30, TimeUnit.SECONDS), "the next holder was never granted: " + events);
+            waiter.join(10_000); // its unlock, before its client closes
             proxy.restore();
 
             assertFalse(events.contains("the holder's work ran to its end"), events.toString());
