@@ -5,7 +5,7 @@
 //! if it still waits, returning once the server holds nothing of it
 //! (`polylock::blocking::Sliced::cancel`), and gives back a grant that
 //! nobody claimed. Claiming a grant keeps the hold in the
-//! runtime (released later by owner) and hands it the loss listener.
+//! runtime (released later by owner) and hands it the grant's Java `HoldWatch`.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,8 +44,8 @@ pub(crate) fn start(lock: Arc<LockHandle>, owner: u64, timeout_nanos: i64) -> Pe
 
 impl PendingAcquire {
     /// Blocks up to `millis`; the token of a grant (claimed, watched for
-    /// loss by `listener`), [`STILL_WAITING`], or [`NOT_GRANTED`].
-    pub(crate) fn wait(&self, millis: i64, listener: GlobalRef) -> Outcome<i64> {
+    /// loss by `watch`), [`STILL_WAITING`], or [`NOT_GRANTED`].
+    pub(crate) fn wait(&self, millis: i64, watch: GlobalRef) -> Outcome<i64> {
         let mut slot = self.task.lock().unwrap_or_else(|p| p.into_inner());
         let Some(task) = slot.as_mut() else {
             return Err(Failure::Illegal("this acquire already finished".into()));
@@ -57,7 +57,7 @@ impl PendingAcquire {
         };
         *slot = None;
         match joined {
-            Ok(Ok(guard)) => Ok(claim(self.owner, guard, listener) as i64),
+            Ok(Ok(guard)) => Ok(claim(self.owner, guard, watch) as i64),
             Ok(Err(Error::Timeout(_) | Error::WouldBlock(_))) => Ok(NOT_GRANTED),
             Ok(Err(e)) => Err(e.into()),
             Err(why) => Err(Failure::Panic(format!("acquire task failed: {why}"))),
@@ -76,27 +76,23 @@ impl PendingAcquire {
 }
 
 /// Keeps the hold in the runtime (Java releases by owner) and, for a new
-/// grant (re-entries share its signal), forwards its loss to `listener`.
+/// grant, forwards its loss to `watch`, the Java `HoldWatch` of that grant.
+/// A re-entry shares its grant's signal: its own `watch` is dropped unused.
 /// Returns the fencing token.
-fn claim(owner: u64, guard: Guard, listener: GlobalRef) -> u64 {
+fn claim(owner: u64, guard: Guard, watch: GlobalRef) -> u64 {
     if !guard.is_reentry() {
         // No task per grant: the runtime calls this only on a loss.
-        guard.loss_watch().on_loss(move |reason| upcalls::notify_lost(&listener, owner, &reason.to_string()));
+        guard.loss_watch().on_loss(move |reason| upcalls::notify_lost(&watch, owner, &reason.to_string()));
     }
     guard.into_token()
 }
 
 /// An acquire whose result goes to `completion.done(...)` on a runtime
 /// thread, for `lockAsync()`. Aborting the returned task cancels it.
-pub(crate) fn start_async(
-    lock: Arc<LockHandle>,
-    owner: u64,
-    completion: GlobalRef,
-    listener: GlobalRef,
-) -> PendingAsync {
+pub(crate) fn start_async(lock: Arc<LockHandle>, owner: u64, completion: GlobalRef, watch: GlobalRef) -> PendingAsync {
     let task = runtime::spawn(async move {
         let result = match lock.lock.acquire_as(OwnerId(owner), None).await {
-            Ok(guard) => Ok(claim(owner, guard, listener)),
+            Ok(guard) => Ok(claim(owner, guard, watch)),
             Err(e) => Err(Failure::Polylock(e)),
         };
         upcalls::complete(&completion, result);

@@ -209,6 +209,24 @@ pub extern "system" fn Java_io_polylock_Native_lockFencingToken<'l>(
     })
 }
 
+/// How many holds `owner` has of its current grant if that grant's fencing
+/// token is `token`, else 0 (a lost grant is no longer current): whether an
+/// unlock ends the grant Java watches.
+#[no_mangle]
+pub extern "system" fn Java_io_polylock_Native_lockGrantHoldCount<'l>(
+    mut env: JNIEnv<'l>,
+    _c: JClass<'l>,
+    lock: jlong,
+    owner: jlong,
+    token: jlong,
+) -> jint {
+    guarded(&mut env, 0, |_| {
+        let h = handles::get::<LockHandle>(lock)?;
+        let hold = h.lock.hold(OwnerId(owner as u64)).filter(|hold| hold.token as jlong == token);
+        Ok(hold.map_or(0, |hold| hold.count.min(i32::MAX as u32) as jint))
+    })
+}
+
 #[no_mangle]
 pub extern "system" fn Java_io_polylock_Native_lockHeldLocally<'l>(
     mut env: JNIEnv<'l>,
@@ -271,12 +289,12 @@ pub extern "system" fn Java_io_polylock_Native_acquireWait<'l>(
     _c: JClass<'l>,
     pending: jlong,
     millis: jlong,
-    listener: JObject<'l>,
+    watch: JObject<'l>,
 ) -> jlong {
     guarded(&mut env, acquire::NOT_GRANTED, |env| {
         let p: Arc<PendingAcquire> = handles::get(pending)?;
-        let listener = env.new_global_ref(listener)?;
-        p.wait(millis, listener)
+        let watch = env.new_global_ref(watch)?;
+        p.wait(millis, watch)
     })
 }
 
@@ -298,13 +316,13 @@ pub extern "system" fn Java_io_polylock_Native_acquireAsync<'l>(
     lock: jlong,
     owner: jlong,
     completion: JObject<'l>,
-    listener: JObject<'l>,
+    watch: JObject<'l>,
 ) -> jlong {
     guarded(&mut env, 0, |env| {
         let h = handles::get::<LockHandle>(lock)?;
         let completion = env.new_global_ref(completion)?;
-        let listener = env.new_global_ref(listener)?;
-        Ok(handles::into_handle(acquire::start_async(h, owner as u64, completion, listener)))
+        let watch = env.new_global_ref(watch)?;
+        Ok(handles::into_handle(acquire::start_async(h, owner as u64, completion, watch)))
     })
 }
 

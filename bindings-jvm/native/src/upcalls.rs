@@ -35,12 +35,12 @@ pub(crate) fn with_env(call: impl for<'l> FnOnce(&mut JNIEnv<'l>) -> Outcome<()>
     });
 }
 
-/// `listener.lost(owner, reason)`: an `io.polylock.LossListener`.
-pub(crate) fn notify_lost(listener: &GlobalRef, owner: u64, reason: &str) {
+/// `watch.lost(owner, reason)`: an `io.polylock.HoldWatch`, the lost grant's.
+pub(crate) fn notify_lost(watch: &GlobalRef, owner: u64, reason: &str) {
     with_env(|env| {
         let reason = env.new_string(reason)?;
         env.call_method(
-            listener,
+            watch,
             "lost",
             "(JLjava/lang/String;)V",
             &[JValue::Long(owner as i64), JValue::Object(&reason)],

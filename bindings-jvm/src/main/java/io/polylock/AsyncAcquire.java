@@ -11,12 +11,15 @@ final class AsyncAcquire {
     final CompletableFuture<Void> future = new CompletableFuture<>();
     private final DistributedLock lock;
     private final long owner;
+    /** The grant's loss watch, handed to the native acquire; the lock records it on the grant. */
+    private final HoldWatch watch;
     private long handle;        // guarded by this; 0 until started, and after freeing
     private boolean finished;   // guarded by this: done() ran, or the future was cancelled
 
-    AsyncAcquire(DistributedLock lock, long owner) {
+    AsyncAcquire(DistributedLock lock, long owner, HoldWatch watch) {
         this.lock = lock;
         this.owner = owner;
+        this.watch = watch;
         future.whenComplete((v, e) -> {
             if (future.isCancelled()) {
                 finish();
@@ -40,6 +43,7 @@ final class AsyncAcquire {
             if (error != null) {
                 future.completeExceptionally(error);
             } else {
+                lock.granted(owner, watch, token); // before the future: its stages may ask lossFuture()
                 if (!future.complete(null)) {
                     lock.releaseAs(owner); // cancelled meanwhile: nobody will unlock this hold
                 }

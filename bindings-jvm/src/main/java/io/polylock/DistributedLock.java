@@ -4,6 +4,7 @@ import java.lang.ref.Cleaner;
 import java.lang.ref.Reference;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.Lock;
@@ -21,7 +22,9 @@ import java.util.concurrent.locks.Lock;
  * leaves nothing on the server.
  *
  * <p>A held lock can be lost (a Redis lease refused or expired, a ZooKeeper
- * session expired): {@link #onLost} handlers run, and each {@code unlock()} of the
+ * session expired): {@link #onLost} handlers run, the futures of
+ * {@link #lossFuture()} complete, the holding thread is interrupted if
+ * {@link #interruptOnLoss(boolean)} is on, and each {@code unlock()} of the
  * lost holds throws {@link LockLostException}.
  */
 public final class DistributedLock implements Lock {
@@ -31,7 +34,13 @@ public final class DistributedLock implements Lock {
 
     private final String name;
     private final long handle;
-    private final LossListener listener = new LossListener();
+    private final LossHandlers lossHandlers = new LossHandlers();
+    /**
+     * Each owner's newest grant (its re-entries share it), from the grant until the unlock that
+     * ends its last hold. Only the owner's own acquires and unlocks change its entry.
+     */
+    private final ConcurrentHashMap<Long, HoldWatch> grants = new ConcurrentHashMap<>();
+    private volatile boolean interruptOnLoss;
 
     DistributedLock(String name, long handle) {
         this.name = name;
@@ -54,12 +63,14 @@ public final class DistributedLock implements Lock {
     @Override
     public void lock() {
         boolean interrupted = false;
-        long pending = Native.acquireStart(handle, Owners.current(), -1);
+        long owner = Owners.current();
+        HoldWatch watch = new HoldWatch(this, Thread.currentThread());
+        long pending = Native.acquireStart(handle, owner, -1);
         try {
             while (true) {
-                long r = Native.acquireWait(pending, SLICE_MS, listener);
+                long r = Native.acquireWait(pending, SLICE_MS, watch);
                 if (r != Native.STILL_WAITING) {
-                    grantedOrFail(r);
+                    grantedOrFail(r, owner, watch);
                     return;
                 }
                 interrupted |= Thread.interrupted();
@@ -88,12 +99,14 @@ public final class DistributedLock implements Lock {
     /** One try, no waiting: true if the calling thread now holds the lock. */
     @Override
     public boolean tryLock() {
-        long pending = Native.acquireStart(handle, Owners.current(), 0);
+        long owner = Owners.current();
+        HoldWatch watch = new HoldWatch(this, Thread.currentThread());
+        long pending = Native.acquireStart(handle, owner, 0);
         try {
             while (true) {
-                long r = Native.acquireWait(pending, SLICE_MS, listener);
+                long r = Native.acquireWait(pending, SLICE_MS, watch);
                 if (r != Native.STILL_WAITING) {
-                    return grantedOrFalse(r);
+                    return grantedOrFalse(r, owner, watch);
                 }
             }
         } finally {
@@ -131,8 +144,10 @@ public final class DistributedLock implements Lock {
      * @return a future completed once the lock is held for the calling thread
      */
     public CompletableFuture<Void> lockAsync() {
-        AsyncAcquire async = new AsyncAcquire(this, Owners.current());
-        async.started(Native.acquireAsync(handle, Owners.current(), async, listener));
+        long owner = Owners.current();
+        HoldWatch watch = new HoldWatch(this, Thread.currentThread());
+        AsyncAcquire async = new AsyncAcquire(this, owner, watch);
+        async.started(Native.acquireAsync(handle, owner, async, watch));
         return async.future;
     }
 
@@ -192,7 +207,53 @@ public final class DistributedLock implements Lock {
      * @param handler what to run on a loss
      */
     public void onLost(Runnable handler) {
-        listener.add(Objects.requireNonNull(handler, "handler"));
+        lossHandlers.add(Objects.requireNonNull(handler, "handler"));
+    }
+
+    /**
+     * A future of the loss of the calling thread's current hold (its re-entries share it): it
+     * completes, on a polylock callback thread, with the {@link LockLostException} that describes
+     * the loss ({@link LockLostException#reason()}) if the hold is lost, at once if it already was.
+     * The unlock that ends the hold's last re-entry without a loss <b>cancels</b> it (so
+     * {@code thenRun}-style stages never run, and {@code get()} throws
+     * {@link java.util.concurrent.CancellationException}). Each call returns a new future:
+     * completing or cancelling it changes nothing else.
+     *
+     * <pre>{@code
+     * lock.lock();
+     * lock.lossFuture().thenAccept(lost -> worker.cancel(true)); // stop the work the lock guards
+     * }</pre>
+     *
+     * @return a future completed with the loss of the calling thread's hold
+     * @throws IllegalMonitorStateException the calling thread holds no grant of this lock (a
+     *     lost grant counts until an {@code unlock()} has reported its loss)
+     */
+    public CompletableFuture<LockLostException> lossFuture() {
+        HoldWatch watch = grants.get(Owners.current());
+        if (watch == null) {
+            throw new IllegalMonitorStateException("lock " + name + " is not held by this thread");
+        }
+        return watch.newFuture();
+    }
+
+    /**
+     * Opt-in (off by default): when a hold of this lock is lost, interrupt the thread that holds it,
+     * from the runtime's loss notice itself (no callback thread in between). A holder cut off from
+     * the server, or whose renewals stall, is told at its loss deadline, which comes before the
+     * server can grant the lock to anyone else. The holder's blocking calls ({@code sleep},
+     * {@code wait}, {@code Future.get}, interruptible I/O, {@link #lockInterruptibly()} of other
+     * locks) then throw {@link InterruptedException}, and its {@code unlock()} throws
+     * {@link LockLostException} as always. The interrupt never reaches a thread once the unlock of
+     * its hold's last re-entry has begun: a loss after that interrupts nobody. For
+     * {@link #lockAsync()}, the holding thread is the one that called it. Applies to every thread's
+     * holds of this lock object, from the next loss on.
+     *
+     * @param enabled whether a loss interrupts the holding thread
+     * @return this lock, for chaining ({@code client.newLock(name).interruptOnLoss(true)})
+     */
+    public DistributedLock interruptOnLoss(boolean enabled) {
+        interruptOnLoss = enabled;
+        return this;
     }
 
     /**
@@ -226,12 +287,14 @@ public final class DistributedLock implements Lock {
         if (Thread.interrupted()) {
             throw new InterruptedException();
         }
-        long pending = Native.acquireStart(handle, Owners.current(), timeoutNanos);
+        long owner = Owners.current();
+        HoldWatch watch = new HoldWatch(this, Thread.currentThread());
+        long pending = Native.acquireStart(handle, owner, timeoutNanos);
         try {
             while (true) {
-                long r = Native.acquireWait(pending, SLICE_MS, listener);
+                long r = Native.acquireWait(pending, SLICE_MS, watch);
                 if (r != Native.STILL_WAITING) {
-                    return grantedOrFalse(r);
+                    return grantedOrFalse(r, owner, watch);
                 }
                 if (Thread.interrupted()) {
                     throw new InterruptedException("interrupted while waiting for lock " + name);
@@ -243,21 +306,66 @@ public final class DistributedLock implements Lock {
         }
     }
 
-    private boolean grantedOrFalse(long r) {
-        return r != Native.NOT_GRANTED;
+    private boolean grantedOrFalse(long r, long owner, HoldWatch watch) {
+        if (r == Native.NOT_GRANTED) {
+            return false;
+        }
+        granted(owner, watch, r);
+        return true;
     }
 
-    private void grantedOrFail(long r) {
-        if (!grantedOrFalse(r)) {
+    private void grantedOrFail(long r, long owner, HoldWatch watch) {
+        if (!grantedOrFalse(r, owner, watch)) {
             throw new LockException("lock " + name + " was not granted");
         }
     }
 
+    /**
+     * Records the acquire's grant of fencing token {@code token} to {@code owner}: a new grant's
+     * watch becomes the owner's; a re-entry (the owner's grant's token again) keeps the grant's
+     * first watch, the one the runtime reports its loss to.
+     */
+    void granted(long owner, HoldWatch watch, long token) {
+        HoldWatch current = grants.get(owner);
+        if (current == null || current.token() != token) {
+            watch.granted(token);
+            grants.put(owner, watch);
+        }
+    }
+
+    /**
+     * Ends one hold of {@code owner}. The unlock of a grant's last hold (or of a lost grant) first
+     * ends the interrupts of that grant's loss, and then settles its loss futures: with the loss if
+     * the release reports one, else by cancelling them.
+     */
     void releaseAs(long owner) {
+        HoldWatch watch = grants.get(owner);
+        // 0 once the grant is lost: then this unlock reports the loss and the grant is done with.
+        boolean endsGrant = watch != null && Native.lockGrantHoldCount(handle, owner, watch.token()) <= 1;
+        if (endsGrant) {
+            watch.endInterrupts();
+            grants.remove(owner, watch);
+        }
         try {
             Native.release(handle, owner);
+        } catch (LockLostException e) {
+            if (endsGrant) {
+                watch.recordLoss(e);
+            }
+            throw e;
         } finally {
+            if (endsGrant) {
+                watch.settle();
+            }
             Reference.reachabilityFence(this);
         }
+    }
+
+    boolean interruptsOnLoss() {
+        return interruptOnLoss;
+    }
+
+    LossHandlers lossHandlers() {
+        return lossHandlers;
     }
 }

@@ -8,7 +8,8 @@ import java.util.concurrent.locks.ReadWriteLock;
  * ZooKeeper, Redisson's {@code RReadWriteLock} on Redis, so their clients and
  * polylock's exclude each other as their own do). Each half is a full
  * {@link DistributedLock}: reentrant per thread, a fencing token on every
- * grant, loss listeners, interruptible and timed waits.
+ * grant, loss listeners, loss futures and the opt-in interrupt on loss,
+ * interruptible and timed waits.
  *
  * <p>A waiting writer blocks readers that come after it, so readers cannot
  * starve a writer. A thread holding the write lock may take the read lock

@@ -48,6 +48,9 @@ final class Native {
     /** The fencing token of the owner's current grant, or -1 if it holds none. */
     static native long lockFencingToken(long lock, long owner);
 
+    /** How many holds the owner has of its current grant if that grant's fencing token is {@code token}, else 0. */
+    static native int lockGrantHoldCount(long lock, long owner, long token);
+
     static native boolean lockHeldLocally(long lock);
 
     static native String lockHolderId(long lock, long owner);
@@ -57,14 +60,17 @@ final class Native {
     /** timeoutNanos: negative waits forever, 0 tries once. Returns a pending-acquire handle. */
     static native long acquireStart(long lock, long owner, long timeoutNanos);
 
-    /** Waits up to millis: the fencing token (>= 0), {@link #STILL_WAITING} or {@link #NOT_GRANTED}. */
-    static native long acquireWait(long pending, long millis, LossListener listener);
+    /**
+     * Waits up to millis: the fencing token (>= 0), {@link #STILL_WAITING} or {@link #NOT_GRANTED}.
+     * A new grant reports its loss to {@code watch.lost} (a re-entry's watch is not used).
+     */
+    static native long acquireWait(long pending, long millis, HoldWatch watch);
 
     /** Cancels the acquire if it still runs (a raced grant is released) and frees the handle. */
     static native void acquireFree(long pending);
 
     /** Starts an acquire whose result goes to {@code completion.done}; returns its handle. */
-    static native long acquireAsync(long lock, long owner, AsyncAcquire completion, LossListener listener);
+    static native long acquireAsync(long lock, long owner, AsyncAcquire completion, HoldWatch watch);
 
     /** Cancels an async acquire unless it completed, and frees the handle. */
     static native void asyncFree(long pending);
