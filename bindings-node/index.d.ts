@@ -201,7 +201,11 @@ export declare class Guard implements AsyncDisposable {
   readonly fencingToken: bigint
   /**
    * Aborts, with a {@link LockLostError} as `reason`, when the lock is lost
-   * while held (lease or session expired). Stop touching the resource then.
+   * while held (lease or session expired); never on a release. Pass it to the
+   * work done under the lock (timers, `fetch`, streams, drivers that take one)
+   * so that the work stops itself, rejecting with an `AbortError` whose `cause`
+   * is the `LockLostError`, before another holder is granted the lock.
+   * The same for both halves of a read-write lock.
    */
   readonly signal: AbortSignal
   /**
@@ -259,7 +263,8 @@ export declare class Permits implements AsyncDisposable {
   /**
    * Aborts, with a {@link LockLostError} as `reason`, when the permits are lost
    * while held (Redis: their lease expired on the server; ZooKeeper: the session
-   * expired or a lease node was deleted). Stop touching the resource then.
+   * expired or a lease node was deleted); never on a release. Pass it to the
+   * work done under the permits so that it stops itself, as {@link Guard.signal}.
    */
   readonly signal: AbortSignal
   /**

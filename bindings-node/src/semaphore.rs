@@ -169,15 +169,15 @@ impl NativePermits {
     }
 
     /// Calls `callback(reason)` once if the permits are lost; a weak
-    /// threadsafe function, as `NativeGuard::on_lost`'s.
+    /// threadsafe function, as `NativeGuard::on_lost`'s. Through
+    /// `LossWatch::on_loss`, as a guard's: no task waits per signal while
+    /// the permits are held, and the runtime drops the callback uncalled
+    /// when they are released.
     #[napi]
     pub fn on_lost(&self, callback: Function<String, ()>) -> napi::Result<()> {
         let tsfn = callback.build_threadsafe_function::<String>().callee_handled::<false>().weak::<true>().build()?;
-        let loss = self.loss.clone();
-        napi::bindgen_prelude::spawn(async move {
-            if let Some(reason) = loss.ended().await {
-                tsfn.call(reason.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
-            }
+        self.loss.on_loss(move |reason| {
+            tsfn.call(reason.to_string(), ThreadsafeFunctionCallMode::NonBlocking);
         });
         Ok(())
     }

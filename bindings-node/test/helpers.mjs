@@ -1,5 +1,7 @@
 // Shared test helpers: server URLs from the environment, unique lock names,
-// a raw RESP client (to touch Redis behind polylock's back), and polling.
+// a raw RESP client (to touch Redis behind polylock's back), polling, and a
+// relay that can freeze a client's connection.
+import { once } from 'node:events'
 import net from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 
@@ -262,5 +264,36 @@ export async function zkChildren(url, path) {
     return children
   } finally {
     socket.destroy()
+  }
+}
+
+/**
+ * A TCP relay to the server of `target` (`redis://host:port`, `zk://host:port`)
+ * that can go silent: once frozen it drops every byte both ways and keeps
+ * the sockets open (new connections too), as a stalled network does, so the
+ * client's requests time out instead of failing fast. `url` is `target`
+ * through the relay.
+ */
+export async function freezableRelay(target) {
+  const { protocol, hostname, port, pathname, search } = new URL(target)
+  let frozen = false
+  const server = net.createServer((down) => {
+    const up = net.connect({ host: hostname, port: Number(port) })
+    down.on('data', (d) => frozen || up.write(d))
+    up.on('data', (d) => frozen || down.write(d))
+    for (const s of [up, down]) s.on('error', () => {})
+    down.on('close', () => up.destroy())
+    up.on('close', () => down.destroy())
+    server.on('close', () => down.destroy())
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  return {
+    url: `${protocol}//127.0.0.1:${server.address().port}${pathname}${search}`,
+    freeze: () => (frozen = true),
+    close: () => {
+      server.close()
+      server.emit('close')
+    },
   }
 }

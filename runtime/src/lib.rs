@@ -10,10 +10,8 @@
 //! let lock = client.lock("orders/42")?;
 //! let guard = lock.acquire().await?;
 //! let token = guard.fencing_token(); // hand it to the resource you protect
-//! tokio::select! {
-//!     _ = async { /* the critical section */ } => {}
-//!     reason = guard.lost() => eprintln!("lock lost: {reason}; stop writing"),
-//! }
+//! // Err(Lost) if the lock is lost first: the work is dropped at its next .await.
+//! guard.while_held(async { /* the critical section */ }).await?;
 //! guard.release().await?;
 //! # let _ = token; Ok(()) }
 //! ```

@@ -3,6 +3,7 @@
 //! asked of the lock by owner, answered from the core machine, so a binding
 //! that releases by owner keeps no guards and no bookkeeping of its own.
 
+use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -321,6 +322,45 @@ impl Guard {
         match self.loss_watch().ended().await {
             Some(reason) => reason,
             None => std::future::pending().await,
+        }
+    }
+
+    /// Runs `work` while the lock is held and drops it if the lock is lost
+    /// first: `Ok(output)` when `work` finishes while held, [`Error::Lost`]
+    /// (the lock's name and the [`LossReason`]) when the loss comes first.
+    /// The loss is checked before `work` at every wake-up: lost work takes no
+    /// further step (it is dropped at the `.await` it waits in), and work
+    /// under a lock already lost never starts. A lease or session running
+    /// out is told on the holder's own deadline, ahead of the server's, so
+    /// the work stops before anyone else can be granted the lock
+    /// (docs/guarantees.md names the cases). Not stopped: code that blocks
+    /// its thread between awaits, and tasks `work` spawned; so pass
+    /// [`Self::fencing_token`] to the resource too. The guard stays held:
+    /// release it afterwards.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: polylock::Client) -> polylock::Result<()> {
+    /// let guard = client.lock("orders/42")?.acquire().await?;
+    /// let token = guard.fencing_token();
+    /// let written = guard.while_held(async move {
+    ///     // the critical section: every await here is a point where a loss stops it
+    ///     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    ///     token
+    /// });
+    /// match written.await {
+    ///     Ok(token) => println!("wrote with token {token}"),
+    ///     Err(e) => eprintln!("stopped: {e}"), // Error::Lost: the work was dropped
+    /// }
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn while_held<F: Future>(&self, work: F) -> Result<F::Output> {
+        tokio::select! {
+            // The loss first: once the grant is lost, the work must not take
+            // another step, even one that is ready in the same wake-up.
+            biased;
+            reason = self.lost() => Err(Error::Lost { name: self.lock.name().to_owned(), reason }),
+            output = work => Ok(output),
         }
     }
 

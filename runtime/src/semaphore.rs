@@ -5,6 +5,7 @@
 //! [`OwnerId`]), so grants of one task never merge: a semaphore counts
 //! permits, not holders.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -210,6 +211,13 @@ impl Permits {
     /// Resolves when the permits are lost; never, if released first.
     pub async fn lost(&self) -> LossReason {
         self.guard.lost().await
+    }
+
+    /// Runs `work` while the permits are held and drops it if they are lost
+    /// first, as [`Guard::while_held`] does: `Ok(output)`, or
+    /// [`Error::Lost`] with the semaphore's name and the reason.
+    pub async fn while_held<F: Future>(&self, work: F) -> Result<F::Output> {
+        self.guard.while_held(work).await
     }
 
     /// The grant's loss signal, for bindings that forward it elsewhere.

@@ -21,5 +21,6 @@ mod locks;
 mod redis_keys;
 mod rw_locks;
 mod semaphores;
+mod stop_work;
 mod tls;
 mod zk_watches;

@@ -3,43 +3,13 @@
 // deleted behind its back is reported on the signal and by release().
 import assert from 'node:assert/strict'
 import { once } from 'node:events'
-import net from 'node:net'
 import { describe, it } from 'node:test'
 
 import { connect, LockLostError } from 'polylock/wasm'
-import { rawRedis, unique } from '../helpers.mjs'
+import { freezableRelay, rawRedis, unique } from '../helpers.mjs'
 
 const url = process.env.POLYLOCK_TEST_REDIS
 if (!url) throw new Error('POLYLOCK_TEST_REDIS is not set: eval "$(scripts/services env)" first')
-
-/**
- * A TCP relay to Redis that can go silent: once frozen it drops every byte
- * both ways and keeps the sockets open, as a stalled network does, so the
- * client's requests time out instead of failing fast.
- */
-async function freezableRelay(target) {
-  const { hostname, port } = new URL(target)
-  let frozen = false
-  const server = net.createServer((down) => {
-    const up = net.connect({ host: hostname, port: Number(port) })
-    down.on('data', (d) => frozen || up.write(d))
-    up.on('data', (d) => frozen || down.write(d))
-    for (const s of [up, down]) s.on('error', () => {})
-    down.on('close', () => up.destroy())
-    up.on('close', () => down.destroy())
-    server.on('close', () => down.destroy())
-  })
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  return {
-    url: `redis://127.0.0.1:${server.address().port}`,
-    freeze: () => (frozen = true),
-    close: () => {
-      server.close()
-      server.emit('close')
-    },
-  }
-}
 
 describe('polylock/wasm: loss', () => {
   it('a lease that runs out on the server aborts the signal before another client is granted', { timeout: 30_000 }, async () => {
