@@ -124,6 +124,12 @@ impl Leadership {
         self.guard.lost().await
     }
 
+    /// Runs `work` while leading and drops it when the leadership is lost,
+    /// returning [`Error::Lost`]: [`Guard::while_held`], for a leader.
+    pub async fn while_held<F: std::future::Future>(&self, work: F) -> Result<F::Output> {
+        self.guard.while_held(work).await
+    }
+
     /// The loss signal, for bindings that forward it elsewhere.
     pub fn loss_watch(&self) -> LossWatch {
         self.guard.loss_watch()
