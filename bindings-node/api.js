@@ -195,6 +195,18 @@ function build(native) {
       return new Semaphore(callSync(name, () => this.#native.semaphore(name, permits, leaseMs)), this)
     }
 
+    /**
+     * The leader election `name` (no I/O): `campaign()` waits to lead and
+     * resolves to a Leadership (its `term` a fencing token, its `signal`
+     * aborted on loss); `leader()` says who leads.
+     */
+    election(name, options) {
+      checkString('name', name)
+      const o = checkOptions('options', options)
+      const leaseMs = checkMs('leaseMs', o.leaseMs, { min: 1 })
+      return new Election(callSync(name, () => this.#native.election(name, leaseMs)), this)
+    }
+
     status(name) {
       checkString('name', name)
       return call(name, () => this.#native.status(name))
@@ -302,7 +314,7 @@ function build(native) {
     #abortLost(reason) {
       if (this.#released || this.#lost.signal.aborted) return
       const name = this.#holder.name
-      const what = this.#holder instanceof Semaphore ? `permits of semaphore ${JSON.stringify(name)} were` : `lock ${JSON.stringify(name)} was`
+      const what = lostSubject(this.#holder)
       this.#lost.abort(new LockLostError(`${what} lost: ${reason}`, { lockName: name, reason }))
     }
 
@@ -326,6 +338,14 @@ function build(native) {
     async [Symbol.asyncDispose]() {
       if (!this.#released) await this.release()
     }
+  }
+
+  /** What a loss message says was lost, e.g. `lock "x" was`. */
+  function lostSubject(holder) {
+    const name = JSON.stringify(holder.name)
+    if (holder instanceof Semaphore) return `permits of semaphore ${name} were`
+    if (holder instanceof Election) return `leadership of election ${name} was`
+    return `lock ${name} was`
   }
 
   /** One hold of a lock. */
@@ -392,7 +412,70 @@ function build(native) {
     }
   }
 
-  const api = { connect, Client, Lock, Guard, Semaphore, Permits, ...errors }
+  /**
+   * A leader election of one client (`client.election()`). Each campaign is
+   * a participant of its own (no reentrancy): one leads at a time, the
+   * others wait in line.
+   */
+  class Election {
+    #native
+
+    /** @internal Use `client.election()`. */
+    constructor(nativeElection, client) {
+      this.#native = nativeElection
+      this.client = client
+      this.name = nativeElection.name
+    }
+
+    /** Waits until a new participant leads; `signal` withdraws it from the server. */
+    async campaign(options) {
+      let timeoutMs
+      let signal
+      if (options !== undefined) {
+        const o = checkOptions('options', options)
+        timeoutMs = checkMs('timeoutMs', o.timeoutMs, { allowInfinity: true })
+        signal = checkSignal(o.signal)
+      }
+      return acquireNative(
+        this.name,
+        signal,
+        () => this.#native.campaign(timeoutMs),
+        (canceller) => this.#native.campaignCancellable(timeoutMs, canceller),
+        (nativeLeadership) => new Leadership(nativeLeadership, this),
+      )
+    }
+
+    /** Campaigns, runs `fn(leadership)` while leading, and resigns, even when `fn` throws. */
+    async withLeadership(fn, options) {
+      checkFunction('fn', fn)
+      const leadership = await this.campaign(options)
+      return runAndRelease(leadership, () => fn(leadership))
+    }
+
+    /** Who leads now (`{ participant, term }`, term a bigint or null), or null: one read of the server. */
+    async leader() {
+      const leader = await call(this.name, () => this.#native.leader())
+      return leader == null ? null : { participant: leader.participant, term: leader.term ?? null }
+    }
+  }
+
+  /** One participant's leadership of an election. */
+  class Leadership extends Hold {
+    /** @internal Returned by `election.campaign()`. */
+    constructor(nativeLeadership, election) {
+      super(nativeLeadership, election)
+      this.election = election
+      this.term = nativeLeadership.term
+      this.participant = nativeLeadership.participant
+    }
+
+    /** Ends the leadership and waits for the server; the next participant leads after it. */
+    resign() {
+      return this.release()
+    }
+  }
+
+  const api = { connect, Client, Lock, Guard, Semaphore, Permits, Election, Leadership, ...errors }
   delete api.fromNative
   delete api.abortError
   return api

@@ -80,6 +80,35 @@ export interface PermitsAcquireOptions extends AcquireOptions {
   count?: number
 }
 
+/** Options of {@link Client.election}. */
+export interface ElectionOptions {
+  /** Redis: the leadership's lease in ms (renewed every third of it). Default: the client's. */
+  leaseMs?: number
+}
+
+/** Options of {@link Election.campaign} and {@link Election.withLeadership}. */
+export interface CampaignOptions {
+  /**
+   * Give up after this many ms with {@link LockTimeoutError}. `0` leads only
+   * if nobody leads or waits. Absent (or `Infinity`): wait as long as it takes.
+   */
+  timeoutMs?: number
+  /**
+   * Aborting it while waiting rejects with a `DOMException` named
+   * `AbortError` (the signal's reason as `cause`) once the participant is
+   * withdrawn: nothing is left on the server.
+   */
+  signal?: AbortSignal
+}
+
+/** Who leads an election, as the server records it (see {@link Election.leader}). */
+export interface Leader {
+  /** The leader's participant id ({@link Leadership.participant}; for a Curator `LeaderLatch`, the id it was given). */
+  participant: string
+  /** The leadership's term: ZooKeeper always; Redis while the grant's first lease lives, else null. */
+  term: bigint | null
+}
+
 /** A read-write lock: many readers or one writer (see {@link Client.rwLock}). */
 export interface ReadWriteLock {
   /** The read-write lock's name. */
@@ -139,6 +168,15 @@ export declare class Client implements AsyncDisposable {
    * @throws {ClientClosedError} after {@link Client.close}.
    */
   semaphore(name: string, options: SemaphoreOptions): Semaphore
+  /**
+   * The leader election `name` (no I/O). On ZooKeeper, Curator's
+   * `LeaderLatch` layout; on Redis the leader holds the name's mutex, so use
+   * a name either as a lock or as an election. Not in `polylock/wasm` (a RangeError there).
+   * @throws {TypeError} a non-string or invalid name (`code: 'ERR_POLYLOCK_INVALID_NAME'`).
+   * @throws {RangeError} a bad `leaseMs`.
+   * @throws {ClientClosedError} after {@link Client.close}.
+   */
+  election(name: string, options?: ElectionOptions): Election
   /** Reads who holds `name` right now, from the server. */
   status(name: string): Promise<LockStatus>
   /**
@@ -275,6 +313,68 @@ export declare class Permits implements AsyncDisposable {
    */
   release(): Promise<void>
   /** Releases unless already released, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/**
+ * A leader election of one client (see {@link Client.election}). Each
+ * campaign is a participant of its own (not reentrant): one leads at a time,
+ * the others wait in line, and a leader is told it may have lost its
+ * leadership before another participant can lead.
+ */
+export declare class Election {
+  private constructor()
+  /** The election's name. */
+  readonly name: string
+  /** The client this election belongs to. */
+  readonly client: Client
+  /**
+   * Waits until a new participant leads. Resign the leadership (or use `await using`).
+   * @throws {LockTimeoutError} `timeoutMs` passed.
+   * @throws {DOMException} named `AbortError` when `signal` aborts (nothing is left on the server).
+   * @throws {ClientClosedError} the client was closed meanwhile.
+   * @throws {TypeError | RangeError} bad options (e.g. a negative `timeoutMs`).
+   */
+  campaign(options?: CampaignOptions): Promise<Leadership>
+  /**
+   * Campaigns, runs `fn(leadership)` while leading, and resigns, even when
+   * `fn` throws (then `fn`'s error is rethrown). Resolves to `fn`'s result.
+   * @throws {LockLostError} from the resign, when the leadership was lost while `fn` ran.
+   */
+  withLeadership<T>(fn: (leadership: Leadership) => T | PromiseLike<T>, options?: CampaignOptions): Promise<T>
+  /**
+   * Who leads now, by every client (one read of the server), or null.
+   * Stale the moment it resolves: to act as the leader, campaign, and check
+   * the term where the leader writes.
+   */
+  leader(): Promise<Leader | null>
+}
+
+/** One participant's leadership of an election. Resign it exactly once. */
+export declare class Leadership implements AsyncDisposable {
+  private constructor()
+  /** The election led. */
+  readonly election: Election
+  /**
+   * The term, a fencing token: larger than every earlier leadership's of this
+   * election. Pass it to what the leader writes to and have that refuse smaller ones.
+   */
+  readonly term: bigint
+  /** This participant's id, as {@link Election.leader} reports it while it leads. */
+  readonly participant: string
+  /**
+   * Aborts, with a {@link LockLostError} as `reason`, when the leadership is
+   * lost (lease or session expired). Stop acting as the leader then.
+   */
+  readonly signal: AbortSignal
+  /**
+   * Ends the leadership and waits for the server; the next participant leads after it.
+   * @throws {LockLostError} the leadership was lost meanwhile.
+   * @throws {NotHeldError} it was already resigned.
+   * @throws {ClientClosedError} the client was closed (which resigned it).
+   */
+  resign(): Promise<void>
+  /** Resigns unless already resigned, for `await using`. */
   [Symbol.asyncDispose](): Promise<void>
 }
 

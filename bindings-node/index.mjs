@@ -8,6 +8,8 @@ export const {
   Guard,
   Semaphore,
   Permits,
+  Election,
+  Leadership,
   LockError,
   LockTimeoutError,
   LockUnavailableError,

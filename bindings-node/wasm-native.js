@@ -432,6 +432,14 @@ class WasmClient {
     })
   }
 
+  election(name) {
+    // The table in WebAssembly runs the mutex only, for now.
+    throw nativeError({
+      kind: 'invalid_option',
+      message: `election ${JSON.stringify(name)}: not supported in polylock/wasm; use the polylock package`,
+    })
+  }
+
   status(name) {
     if (this.#closed) return Promise.reject(failure(this.#mod, this.#handle, { kind: 'closed' }))
     const id = this.#call({ op: 'status', name })

@@ -8,6 +8,7 @@ use napi::bindgen_prelude::{BigInt, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 
+use crate::election::{Leaderships, NativeElection};
 use crate::errors::{millis, to_napi, NapiErrorExt};
 use crate::lock::NativeLock;
 use crate::semaphore::{permit_count, Grants, NativeSemaphore};
@@ -74,6 +75,7 @@ pub async fn connect(url: String, options: Option<NativeClientOptions>) -> napi:
         id: client.id(),
         inner: RwLock::new(Some(client)),
         grants: Grants::new(),
+        leaderships: Leaderships::new(),
     })
 }
 
@@ -84,6 +86,8 @@ pub struct NativeClient {
     id: String,
     /// The permits its semaphores' JS guards hold (see `semaphore.rs`).
     grants: Arc<Grants>,
+    /// The leaderships its elections' JS objects hold (see `election.rs`).
+    leaderships: Arc<Leaderships>,
 }
 
 impl NativeClient {
@@ -137,6 +141,14 @@ impl NativeClient {
         Ok(NativeSemaphore::new(sem, self.grants.clone()))
     }
 
+    /// The leader election `name`; validates the name and lease, no I/O.
+    #[napi]
+    pub fn election(&self, name: String, lease_ms: Option<f64>) -> napi::Result<NativeElection> {
+        let lease = lease_ms.map(|ms| millis("leaseMs", ms)).transpose()?;
+        let election = self.client()?.election_with(&name, polylock::LockOptions { lease }).napi_err()?;
+        Ok(NativeElection::new(election, self.leaderships.clone()))
+    }
+
     /// Reads a lock's state from the server.
     #[napi]
     pub fn status<'env>(&self, env: &'env Env, name: String) -> napi::Result<PromiseRaw<'env, NativeStatus>> {
@@ -158,12 +170,14 @@ impl NativeClient {
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let client = self.inner.write().ok().and_then(|mut c| c.take());
         let permits = self.grants.close();
+        let leaderships = self.leaderships.close();
         env.spawn_future(async move {
             if let Some(c) = client {
                 c.close().await;
             }
             // Released by the close already; dropping them after it sends nothing more.
             drop(permits);
+            drop(leaderships);
             Ok(())
         })
     }

@@ -8,6 +8,7 @@
 
 mod call;
 mod client;
+mod election;
 mod errors;
 mod guard;
 mod lock;
@@ -16,6 +17,7 @@ mod semaphore;
 use napi_derive::napi;
 
 pub use client::{connect, NativeClient, NativeClientOptions, NativeStatus};
+pub use election::{NativeElection, NativeLeader, NativeLeadership};
 pub use guard::NativeGuard;
 pub use lock::{Canceller, NativeLock};
 pub use semaphore::{NativePermits, NativeSemaphore};

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use polylock::{ClientOptions, LockOptions};
 use pyo3::prelude::*;
 
+use crate::election::Election;
 use crate::errors::{lock_error, seconds, PythonErrorExt};
 use crate::lock::{Lock, LockInner};
 use crate::process::ProcessBound;
@@ -140,6 +141,14 @@ impl Client {
         let inner = self.inner.get()?;
         let opts = LockOptions { lease: seconds("lease", lease)?, ..Default::default() };
         Ok(Semaphore::new(inner.client.semaphore_with(name, permits, opts).py_err()?))
+    }
+
+    /// A leader election. No I/O; validates the name and lease.
+    #[pyo3(signature = (name, lease))]
+    fn election(&self, name: &str, lease: Option<f64>) -> PyResult<Election> {
+        let inner = self.inner.get()?;
+        let opts = LockOptions { lease: seconds("lease", lease)? };
+        Ok(Election::new(inner.client.election_with(name, opts).py_err()?))
     }
 
     /// The lock as the server sees it: (held, holder, fencing_token, waiters, ttl_ms).

@@ -5,6 +5,7 @@
 //! task) are chosen there, taken from [`fresh_owner_id`], and passed in explicitly.
 
 mod client;
+mod election;
 mod errors;
 mod exit_gate;
 mod lock;
@@ -33,5 +34,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<semaphore::Semaphore>()?;
     m.add_class::<semaphore::SemOp>()?;
     m.add_class::<semaphore::Permits>()?;
+    m.add_class::<election::Election>()?;
+    m.add_class::<election::CampaignOp>()?;
+    m.add_class::<election::Leadership>()?;
     Ok(())
 }

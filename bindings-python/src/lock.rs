@@ -43,7 +43,7 @@ fn keep(guard: Guard, on_lost: Option<&Arc<Py<PyAny>>>) -> u64 {
 /// Calls the user's callback with the reason of a loss, on a thread of its
 /// own: it may call blocking polylock methods, which must not run on a
 /// runtime worker (where the runtime calls this).
-fn report_loss(reason: LossReason, callback: Arc<Py<PyAny>>) {
+pub(crate) fn report_loss(reason: LossReason, callback: Arc<Py<PyAny>>) {
     tokio::task::spawn_blocking(move || {
         crate::exit_gate::attach(|py| {
             if let Err(e) = callback.call1(py, (reason.to_string(),)) {

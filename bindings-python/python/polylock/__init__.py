@@ -6,12 +6,15 @@ with polylock.connect("redis://127.0.0.1:6379") as client:
         write(order, fencing_token=lock.fencing_token)
     with client.semaphore("exports", 4):  # at most 4 at once, everywhere
         export()
+    with client.election("scheduler").leadership() as lead:  # one leader at a time
+        schedule(term=lead.term)
 """
 
 import atexit
 
 from . import _native
 from ._client import Client, LockStatus, connect
+from ._election import Campaign, Election, Leader, Leadership, LossEvent
 from ._errors import (
     ClientClosedError,
     LockConnectionError,
@@ -31,8 +34,12 @@ from ._semaphore import Permits, Semaphore
 atexit.register(_native.close_for_exit)
 
 __all__ = [
+    "Campaign",
     "Client",
     "ClientClosedError",
+    "Election",
+    "Leader",
+    "Leadership",
     "Lock",
     "LockConnectionError",
     "LockError",
@@ -40,6 +47,7 @@ __all__ = [
     "LockStatus",
     "LockTimeout",
     "LockUnavailableError",
+    "LossEvent",
     "NotHeldError",
     "Permits",
     "PermitsMismatch",

@@ -6,6 +6,7 @@ from types import TracebackType
 from typing import Callable, NamedTuple
 
 from . import _fork, _native, _options
+from ._election import Election
 from ._errors import ClientClosedError
 from ._lock import Lock, RwLock
 from ._semaphore import Semaphore
@@ -134,6 +135,18 @@ class Client:
         total = _options.permits_total(permits)
         checked = _options.lock_name(name)
         return Semaphore(_fork.PerProcess(lambda: self._native.semaphore(checked, total, seconds)))
+
+    def election(self, name: str, *, lease: float | None = None) -> Election:
+        """A leader election ``name`` (no I/O): ``with election.leadership(timeout=...)
+        as lead:`` (or ``async with``) leads for the block, ``lead.term`` is a
+        fencing token, ``lead.lost`` is set if the leadership is lost;
+        ``election.leader()`` says who leads. ZooKeeper: Curator's
+        ``LeaderLatch`` layout; Redis: the leader holds the name's mutex, so
+        use a name either as a lock or as an election. ``lease`` (Redis,
+        seconds) overrides the client's."""
+        seconds = None if lease is None else _options.positive_seconds("lease", lease)
+        checked = _options.lock_name(name)
+        return Election(_fork.PerProcess(lambda: self._native.election(checked, seconds)))
 
     def status(self, name: str) -> LockStatus:
         """Who holds ``name`` right now, as the server sees it (read-only)."""
