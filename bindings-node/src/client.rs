@@ -145,7 +145,8 @@ impl NativeClient {
     #[napi]
     pub fn election(&self, name: String, lease_ms: Option<f64>) -> napi::Result<NativeElection> {
         let lease = lease_ms.map(|ms| millis("leaseMs", ms)).transpose()?;
-        let election = self.client()?.election_with(&name, polylock::LockOptions { lease }).napi_err()?;
+        let election =
+            self.client()?.election_with(&name, polylock::LockOptions { lease, ..Default::default() }).napi_err()?;
         Ok(NativeElection::new(election, self.leaderships.clone()))
     }
 
