@@ -107,7 +107,7 @@ impl Client {
         let inner = self.inner.get()?;
         let lock = inner
             .client
-            .lock_with(name, LockOptions { lease: seconds("lease", lease)?, ..Default::default(), ..Default::default() })
+            .lock_with(name, LockOptions { lease: seconds("lease", lease)?, ..Default::default() })
             .py_err()?;
         Ok(Lock::new(LockInner::new(inner.client.clone(), lock, on_lost)))
     }
@@ -125,7 +125,7 @@ impl Client {
         let inner = self.inner.get()?;
         let rw = inner
             .client
-            .rw_lock_with(name, LockOptions { lease: seconds("lease", lease)?, ..Default::default(), ..Default::default() })
+            .rw_lock_with(name, LockOptions { lease: seconds("lease", lease)?, ..Default::default() })
             .py_err()?;
         let half = |lock: &polylock::Lock, on_lost: Option<Py<PyAny>>| {
             Lock::new(LockInner::new(inner.client.clone(), lock.clone(), on_lost))
@@ -139,7 +139,7 @@ impl Client {
     #[pyo3(signature = (name, permits, lease))]
     fn semaphore(&self, name: &str, permits: u32, lease: Option<f64>) -> PyResult<Semaphore> {
         let inner = self.inner.get()?;
-        let opts = LockOptions { lease: seconds("lease", lease)?, ..Default::default(), ..Default::default() };
+        let opts = LockOptions { lease: seconds("lease", lease)?, ..Default::default() };
         Ok(Semaphore::new(inner.client.semaphore_with(name, permits, opts).py_err()?))
     }
 

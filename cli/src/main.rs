@@ -205,7 +205,7 @@ impl Times {
     /// early enough for the command to exit (or be killed) before the
     /// server can grant anyone else.
     fn lock_options(&self) -> polylock::LockOptions {
-        polylock::LockOptions { lease: self.lease, stop_margin: self.grace, ..Default::default() }
+        polylock::LockOptions { lease: self.lease, stop_margin: self.grace }
     }
 }
 

@@ -331,7 +331,7 @@ async fn ten_thousand_names_over_every_slot_leave_nothing_behind() {
     let clients = [cluster_client(&url).await, cluster_client(&url).await];
     // The lease is the suite's (1 s): at 200 ms a loaded machine (CI on two
     // cores) let a few holders' renewals miss it between acquire and release.
-    let opts = LockOptions { lease: Some(LEASE), ..Default::default(), ..Default::default() };
+    let opts = LockOptions { lease: Some(LEASE), ..Default::default() };
     let w = Watch::new(&url, "ten_thousand_names_over_every_slot_leave_nothing_behind");
     let failures = futures::stream::iter(names.iter().enumerate())
         .map(|(i, name)| {
@@ -783,7 +783,7 @@ async fn a_waiter_whose_master_fails_over_is_granted() {
     let seeds: Vec<String> = url.split("://").nth(1).unwrap().split(',').map(str::to_owned).collect();
     let victim = before.iter().find(|m| !seeds.contains(&format!("{}:{}", m.host, m.port))).unwrap().clone();
     let name = format!("/polylock-test/failover{{{}}}-{}", tag_for_slot(victim.slots[0].0), std::process::id());
-    let opts = LockOptions { lease: Some(Duration::from_secs(10)), ..Default::default(), ..Default::default() };
+    let opts = LockOptions { lease: Some(Duration::from_secs(10)), ..Default::default() };
     let holder = cluster_client(&url).await;
     let waiter = cluster_client(&url).await;
     let w = Watch::new(&url, "a_waiter_whose_master_fails_over_is_granted");

@@ -119,7 +119,7 @@ async fn a_campaign_dropped_while_waiting_leaves_nothing_behind() {
 async fn leader_reports_the_term_of_a_leadership_held_past_its_lease() {
     for (backend, url) in backends() {
         let c = client(&url).await;
-        let opts = polylock::LockOptions { lease: Some(Duration::from_millis(600)), ..Default::default(), ..Default::default() };
+        let opts = polylock::LockOptions { lease: Some(Duration::from_millis(600)), ..Default::default() };
         let election = c.election_with(&unique("election-long"), opts).unwrap();
         let lead = election.campaign().await.unwrap();
         tokio::time::sleep(Duration::from_millis(1_500)).await;

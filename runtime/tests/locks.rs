@@ -126,7 +126,7 @@ async fn bad_names_and_urls_are_typed_errors() {
         }
         assert!(started.elapsed() < Duration::from_secs(3), "{url}: connect error took {:?}", started.elapsed());
     }
-    let lease = polylock::LockOptions { lease: Some(Duration::from_millis(10)), ..Default::default(), ..Default::default() };
+    let lease = polylock::LockOptions { lease: Some(Duration::from_millis(10)), ..Default::default() };
     assert!(matches!(c.lock_with("x", lease), Err(Error::InvalidOption(_))));
 }
 

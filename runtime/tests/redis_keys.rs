@@ -206,7 +206,7 @@ async fn no_key_of_100k_released_names_remains_after_their_lease() {
     let url = redis_url();
     let prefix = unique("many");
     let lease = Duration::from_secs(30);
-    let options = LockOptions { lease: Some(lease), ..Default::default(), ..Default::default() };
+    let options = LockOptions { lease: Some(lease), ..Default::default() };
     let c = client(&url).await;
     let mut tasks = Vec::new();
     for t in 0..TASKS {
@@ -294,7 +294,7 @@ async fn a_short_ttl_waiter_leaves_a_long_ttl_waiters_place_alone() {
     let mut raw = raw_redis(&url).await;
     let g = holder.lock(&name).unwrap().acquire().await.unwrap();
     let long_lock =
-        long.lock_with(&name, LockOptions { lease: Some(Duration::from_secs(30)), ..Default::default(), ..Default::default() }).unwrap();
+        long.lock_with(&name, LockOptions { lease: Some(Duration::from_secs(30)), ..Default::default() }).unwrap();
     let long_wait = tokio::spawn(async move { long_lock.acquire().await.map(|g| g.into_token()) });
     let queued = eventually(Duration::from_secs(5), || {
         let mut raw = raw.clone();
@@ -305,7 +305,7 @@ async fn a_short_ttl_waiter_leaves_a_long_ttl_waiters_place_alone() {
     assert!(queued, "the 30 s waiter never queued");
     let first: Vec<String> = redis::cmd("ZRANGE").arg(&queue).arg(0).arg(0).query_async(&mut raw).await.unwrap();
     let short_lock =
-        short.lock_with(&name, LockOptions { lease: Some(Duration::from_secs(1)), ..Default::default(), ..Default::default() }).unwrap();
+        short.lock_with(&name, LockOptions { lease: Some(Duration::from_secs(1)), ..Default::default() }).unwrap();
     let gave_up = short_lock.try_acquire(Duration::from_millis(300)).await.unwrap();
     assert!(gave_up.is_none(), "the lock is held: the 1 s waiter cannot get it");
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -393,7 +393,7 @@ async fn status_of_a_lock_held_past_its_lease_shows_its_token_and_none_once_the_
     let fence = polylock_core::redis::RedisKeys::of(&LockName::new(&name).unwrap()).fence().to_owned();
     let c = client(&url).await;
     let g = c
-        .lock_with(&name, LockOptions { lease: Some(Duration::from_millis(600)), ..Default::default(), ..Default::default() })
+        .lock_with(&name, LockOptions { lease: Some(Duration::from_millis(600)), ..Default::default() })
         .unwrap()
         .acquire()
         .await

@@ -356,7 +356,7 @@ async fn permits_are_renewed_while_held() {
     for (backend, url) in semaphore_backends() {
         let name = unique("sem-renew");
         let c = client(&url).await;
-        let opts = LockOptions { lease: Some(Duration::from_millis(600)), ..Default::default(), ..Default::default() };
+        let opts = LockOptions { lease: Some(Duration::from_millis(600)), ..Default::default() };
         let sem = c.semaphore_with(&name, 1, opts).unwrap();
         let p = sem.acquire(1).await.unwrap();
         tokio::time::sleep(Duration::from_millis(1500)).await;
