@@ -4,6 +4,10 @@ import polylock
 with polylock.connect("redis://127.0.0.1:6379") as client:
     with client.lock("orders/42") as lock:
         write(order, fencing_token=lock.fencing_token)
+    with client.lock("orders/43").guard() as guard:  # guard.lost: set on a loss
+        for step in steps:
+            guard.check()  # LockLostError once the lock is lost
+            step()
     with client.semaphore("exports", 4):  # at most 4 at once, everywhere
         export()
 """
@@ -23,6 +27,7 @@ from ._errors import (
     PermitsMismatch,
     UpgradeRefused,
 )
+from ._guard import Guard, LossEvent
 from ._lock import Lock, RwLock
 from ._semaphore import Permits, Semaphore
 
@@ -33,6 +38,7 @@ atexit.register(_native.close_for_exit)
 __all__ = [
     "Client",
     "ClientClosedError",
+    "Guard",
     "Lock",
     "LockConnectionError",
     "LockError",
@@ -40,6 +46,7 @@ __all__ = [
     "LockStatus",
     "LockTimeout",
     "LockUnavailableError",
+    "LossEvent",
     "NotHeldError",
     "Permits",
     "PermitsMismatch",
