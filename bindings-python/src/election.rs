@@ -5,7 +5,7 @@
 //! callback) and forwards a leadership's loss to the package's `lost`
 //! event through the runtime's loss callback, so no thread waits for it.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -13,7 +13,7 @@ use pyo3::types::PyNone;
 use pyo3::IntoPyObjectExt;
 
 use crate::errors::{not_held, seconds, to_py, PythonErrorExt};
-use crate::lock::report_loss;
+use crate::loss::Loss;
 use crate::process::ProcessBound;
 use crate::runtime::{runtime, wait, OnInterrupt};
 
@@ -76,28 +76,27 @@ impl Election {
     /// Blocks until a new participant leads, GIL released; Ctrl-C withdraws
     /// it (a leadership that raced the interrupt is resigned). `timeout`:
     /// None waits forever, 0 leads only if nobody leads or waits. None when
-    /// not leading in time. `on_lost(reason)` is called once, from a thread
-    /// of its own, if the leadership is lost.
-    #[pyo3(signature = (timeout, on_lost))]
-    fn campaign(&self, py: Python<'_>, timeout: Option<f64>, on_lost: Py<PyAny>) -> PyResult<Option<Leadership>> {
+    /// not leading in time.
+    #[pyo3(signature = (timeout))]
+    fn campaign(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Leadership>> {
         let election = self.inner.get()?.clone();
         let timeout = seconds("timeout", timeout)?;
         let name = election.name().to_owned();
         let led = wait(py, OnInterrupt::Cancel, campaign(election, timeout))?.py_err()?;
-        Ok(led.map(|l| Leadership::new(name, l, on_lost)))
+        Ok(led.map(|l| Leadership::new(name, l)))
     }
 
     /// Starts a campaign; `done(leadership or None, None)` (None: not
     /// leading in time) or `done(None, exc)` is called from a runtime
     /// thread when it ends. A `Leadership` nobody takes resigns when dropped.
-    #[pyo3(signature = (timeout, on_lost, done))]
-    fn campaign_async(&self, timeout: Option<f64>, on_lost: Py<PyAny>, done: Py<PyAny>) -> PyResult<CampaignOp> {
+    #[pyo3(signature = (timeout, done))]
+    fn campaign_async(&self, timeout: Option<f64>, done: Py<PyAny>) -> PyResult<CampaignOp> {
         let election = self.inner.get()?.clone();
         let timeout = seconds("timeout", timeout)?;
         let task = runtime()?.spawn(async move {
             let name = election.name().to_owned();
             let outcome = campaign(election, timeout).await;
-            deliver(&done, outcome.map(|led| led.map(|l| Leadership::new(name, l, on_lost))));
+            deliver(&done, outcome.map(|led| led.map(|l| Leadership::new(name, l))));
         });
         Ok(CampaignOp { task: ProcessBound::new(task.abort_handle()) })
     }
@@ -154,12 +153,8 @@ struct LeadershipInner {
 }
 
 impl Leadership {
-    /// Wraps `led` and hands its loss to `on_lost` (the runtime calls the
-    /// hook only on a loss, also one that came before this call).
-    fn new(name: String, led: polylock::Leadership, on_lost: Py<PyAny>) -> Self {
+    fn new(name: String, led: polylock::Leadership) -> Self {
         let loss = led.loss_watch();
-        let on_lost = Arc::new(on_lost);
-        loss.on_loss(move |reason| report_loss(reason, on_lost));
         let inner = LeadershipInner {
             name,
             term: led.term(),
@@ -189,6 +184,13 @@ impl Leadership {
     #[getter]
     fn participant(&self) -> PyResult<String> {
         Ok(self.inner.get()?.participant.clone())
+    }
+
+    /// The leadership's loss signal (`lost` of the package's Leadership):
+    /// the one a lock guard's `lost` is.
+    fn loss(&self) -> PyResult<Loss> {
+        let inner = self.inner.get()?;
+        Ok(Loss::new(&inner.name, inner.loss.clone()))
     }
 
     /// Why the leadership was lost, or None.

@@ -9,6 +9,7 @@ mod election;
 mod errors;
 mod exit_gate;
 mod lock;
+mod loss;
 mod process;
 mod runtime;
 mod semaphore;
@@ -31,6 +32,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
     m.add_class::<lock::Lock>()?;
     m.add_class::<lock::AsyncOp>()?;
+    m.add_class::<loss::Loss>()?;
     m.add_class::<semaphore::Semaphore>()?;
     m.add_class::<semaphore::SemOp>()?;
     m.add_class::<semaphore::Permits>()?;

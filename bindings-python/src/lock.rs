@@ -7,12 +7,14 @@
 
 use std::sync::{Arc, Mutex};
 
-use polylock::{Guard, LossReason, OwnerId};
+use polylock::{Guard, LossWatch, OwnerId};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyNone};
+use pyo3::IntoPyObjectExt;
 use tokio::runtime::Handle;
 
 use crate::errors::{seconds, to_py, PythonErrorExt};
+use crate::loss::{report_loss, Loss};
 use crate::process::ProcessBound;
 use crate::runtime::{runtime, wait, OnInterrupt};
 
@@ -38,19 +40,6 @@ fn keep(guard: Guard, on_lost: Option<&Arc<Py<PyAny>>>) -> u64 {
         guard.loss_watch().on_loss(move |reason| report_loss(reason, callback));
     }
     guard.into_token()
-}
-
-/// Calls the user's callback with the reason of a loss, on a thread of its
-/// own: it may call blocking polylock methods, which must not run on a
-/// runtime worker (where the runtime calls this).
-pub(crate) fn report_loss(reason: LossReason, callback: Arc<Py<PyAny>>) {
-    tokio::task::spawn_blocking(move || {
-        crate::exit_gate::attach(|py| {
-            if let Err(e) = callback.call1(py, (reason.to_string(),)) {
-                e.write_unraisable(py, Some(callback.bind(py)));
-            }
-        })
-    });
 }
 
 #[pyclass(frozen, module = "polylock._native")]
@@ -94,6 +83,19 @@ impl Lock {
         }
     }
 
+    /// `acquire` for a guard block: `(fencing_token, Loss)` once `owner`
+    /// holds the lock; LockTimeout when not granted in time.
+    #[pyo3(signature = (owner, timeout))]
+    fn acquire_guard(&self, py: Python<'_>, owner: u64, timeout: Option<f64>) -> PyResult<(u64, Loss)> {
+        let inner = self.inner.get()?;
+        let timeout = seconds("timeout", timeout)?;
+        let lock = inner.lock.clone();
+        let guard =
+            wait(py, OnInterrupt::Cancel, async move { lock.acquire_as(OwnerId(owner), timeout).await })?.py_err()?;
+        let loss = Loss::new(inner.lock.name(), guard.loss_watch());
+        Ok((keep(guard, inner.on_lost.as_ref()), loss))
+    }
+
     /// Ends `owner`'s newest hold and waits for the server. LockLostError
     /// if that hold was lost; NotHeldError if `owner` holds nothing.
     fn release(&self, py: Python<'_>, owner: u64) -> PyResult<()> {
@@ -105,44 +107,14 @@ impl Lock {
     /// is called from a runtime thread when it ends.
     #[pyo3(signature = (owner, timeout, done))]
     fn acquire_async(&self, owner: u64, timeout: Option<f64>, done: Py<PyAny>) -> PyResult<AsyncOp> {
-        let inner = self.inner.get()?;
-        let timeout = seconds("timeout", timeout)?;
-        let op = Arc::new(Mutex::new(OpState::default()));
-        let task = {
-            let op = op.clone();
-            let lock = inner.lock.clone();
-            let on_lost = inner.on_lost.clone();
-            runtime()?.spawn(async move {
-                let outcome = lock.acquire_as(OwnerId(owner), timeout).await;
-                let outcome = match outcome {
-                    Ok(guard) => {
-                        let mut state = op.lock().unwrap_or_else(|p| p.into_inner());
-                        if state.cancelled {
-                            return; // dropping the guard gives the grant back
-                        }
-                        state.granted = Some(keep(guard, on_lost.as_ref()));
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
-                };
-                let delivered = crate::exit_gate::attach(|py| {
-                    let args = match outcome {
-                        Ok(()) => (PyBool::new(py, true).to_owned().into_any(), PyNone::get(py).to_owned().into_any()),
-                        Err(e) => {
-                            (PyNone::get(py).to_owned().into_any(), to_py(e).into_value(py).into_bound(py).into_any())
-                        }
-                    };
-                    done.call1(py, args).map_err(|e| e.write_unraisable(py, Some(done.bind(py))))
-                });
-                if !matches!(delivered, Some(Ok(_))) {
-                    // Nobody will ever release it: give the grant back.
-                    cancel_op(&Handle::current(), &op, &lock, owner);
-                }
-            })
-        };
-        Ok(AsyncOp {
-            inner: ProcessBound::new(OpInner { op, lock: inner.lock.clone(), owner, task: task.abort_handle() }),
-        })
+        self.start_acquire(owner, timeout, done, Answer::Granted)
+    }
+
+    /// `acquire_async` for a guard block: `done((fencing_token, Loss), None)`
+    /// or `done(None, exc)` (LockTimeout when not granted in time).
+    #[pyo3(signature = (owner, timeout, done))]
+    fn acquire_guard_async(&self, owner: u64, timeout: Option<f64>, done: Py<PyAny>) -> PyResult<AsyncOp> {
+        self.start_acquire(owner, timeout, done, Answer::Guard)
     }
 
     /// Starts releasing `owner`'s newest hold; `done(None, None)` or
@@ -184,6 +156,66 @@ impl Lock {
         let (client, name) = (inner.client.clone(), inner.lock.name().to_owned());
         Ok(wait(py, OnInterrupt::Cancel, async move { client.status(&name).await })?.py_err()?.held)
     }
+}
+
+/// What an asynchronous acquire hands `done` once granted.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// `True` (`acquire_async`).
+    Granted,
+    /// `(fencing_token, Loss)` (`acquire_guard_async`).
+    Guard,
+}
+
+impl Lock {
+    fn start_acquire(&self, owner: u64, timeout: Option<f64>, done: Py<PyAny>, answer: Answer) -> PyResult<AsyncOp> {
+        let inner = self.inner.get()?;
+        let timeout = seconds("timeout", timeout)?;
+        let op = Arc::new(Mutex::new(OpState::default()));
+        let task = {
+            let op = op.clone();
+            let lock = inner.lock.clone();
+            let on_lost = inner.on_lost.clone();
+            runtime()?.spawn(async move {
+                let outcome = match lock.acquire_as(OwnerId(owner), timeout).await {
+                    Ok(guard) => {
+                        let mut state = op.lock().unwrap_or_else(|p| p.into_inner());
+                        if state.cancelled {
+                            return; // dropping the guard gives the grant back
+                        }
+                        let watch = matches!(answer, Answer::Guard).then(|| guard.loss_watch());
+                        let token = keep(guard, on_lost.as_ref());
+                        state.granted = Some(token);
+                        Ok((token, watch))
+                    }
+                    Err(e) => Err(e),
+                };
+                let delivered = crate::exit_gate::attach(|py| {
+                    let none = || PyNone::get(py).to_owned().into_any();
+                    let args = match outcome {
+                        Ok((_, None)) => Ok((PyBool::new(py, true).to_owned().into_any(), none())),
+                        Ok((token, Some(watch))) => {
+                            granted_guard(py, lock.name(), token, watch).map(|value| (value, none()))
+                        }
+                        Err(e) => Ok((none(), to_py(e).into_value(py).into_bound(py).into_any())),
+                    };
+                    args.and_then(|args| done.call1(py, args)).map_err(|e| e.write_unraisable(py, Some(done.bind(py))))
+                });
+                if !matches!(delivered, Some(Ok(_))) {
+                    // Nobody will ever release it: give the grant back.
+                    cancel_op(&Handle::current(), &op, &lock, owner);
+                }
+            })
+        };
+        Ok(AsyncOp {
+            inner: ProcessBound::new(OpInner { op, lock: inner.lock.clone(), owner, task: task.abort_handle() }),
+        })
+    }
+}
+
+/// A guard block's grant as Python gets it: `(fencing_token, Loss)`.
+fn granted_guard<'py>(py: Python<'py>, name: &str, token: u64, watch: LossWatch) -> PyResult<Bound<'py, PyAny>> {
+    (token, Loss::new(name, watch)).into_bound_py_any(py)
 }
 
 #[derive(Default)]

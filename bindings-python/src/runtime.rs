@@ -14,7 +14,7 @@ use crate::errors::lock_error;
 
 /// How long a blocked call waits with the GIL released before it looks for
 /// a pending signal (Ctrl-C must interrupt within 100 ms).
-const SIGNAL_SLICE: Duration = Duration::from_millis(50);
+pub(crate) const SIGNAL_SLICE: Duration = Duration::from_millis(50);
 
 /// The runtime of this process, tagged with its pid. A forked child sees a
 /// foreign pid and builds its own; the parent's is leaked, never dropped

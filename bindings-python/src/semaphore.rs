@@ -16,6 +16,7 @@ use pyo3::IntoPyObjectExt;
 use tokio::runtime::Handle;
 
 use crate::errors::{not_held, seconds, to_py, PythonErrorExt};
+use crate::loss::Loss;
 use crate::process::ProcessBound;
 use crate::runtime::{runtime, wait, OnInterrupt};
 
@@ -179,9 +180,10 @@ impl Semaphore {
     fn grant(&self, py: Python<'_>, count: u32, timeout: Option<f64>) -> PyResult<Option<Permits>> {
         let sem = self.inner.get()?.clone();
         let timeout = seconds("timeout", timeout)?;
-        let got = wait(py, OnInterrupt::Cancel, async move { sem.acquire_for(count, timeout).await })?;
+        let waiting = sem.clone();
+        let got = wait(py, OnInterrupt::Cancel, async move { waiting.acquire_for(count, timeout).await })?;
         match got {
-            Ok(p) => Ok(Some(Permits::new(p))),
+            Ok(p) => Ok(Some(Permits::new(sem.name(), p))),
             Err(polylock::Error::Timeout(_) | polylock::Error::WouldBlock(_)) => Ok(None),
             Err(e) => Err(to_py(e)),
         }
@@ -195,7 +197,7 @@ impl Semaphore {
         let sem = self.inner.get()?.clone();
         let timeout = seconds("timeout", timeout)?;
         let task = runtime()?.spawn(async move {
-            let outcome = sem.acquire_for(count, timeout).await.map(Permits::new).map_err(to_py);
+            let outcome = sem.acquire_for(count, timeout).await.map(|p| Permits::new(sem.name(), p)).map_err(to_py);
             deliver(&done, outcome);
         });
         Ok(SemOp { inner: ProcessBound::new(OpInner { held: None, task: task.abort_handle() }) })
@@ -237,6 +239,8 @@ pub(crate) struct Permits {
 }
 
 struct PermitsInner {
+    /// The semaphore's name, for the LockLostError of `Loss.check`.
+    name: String,
     count: u32,
     token: u64,
     /// The grant until it is released (taken out by `release`).
@@ -246,8 +250,9 @@ struct PermitsInner {
 }
 
 impl Permits {
-    fn new(p: polylock::Permits) -> Self {
+    fn new(name: &str, p: polylock::Permits) -> Self {
         let inner = PermitsInner {
+            name: name.to_owned(),
             count: p.count(),
             token: p.fencing_token(),
             loss: p.loss_watch(),
@@ -280,6 +285,19 @@ impl Permits {
     #[getter]
     fn lost_reason(&self) -> PyResult<Option<String>> {
         Ok(self.inner.get()?.loss.reason().map(|r| r.to_string()))
+    }
+
+    /// The semaphore's name.
+    #[getter]
+    fn name(&self) -> PyResult<String> {
+        Ok(self.inner.get()?.name.clone())
+    }
+
+    /// This grant's loss signal, to wait on or read (one per call: the
+    /// package keeps the first).
+    fn loss(&self) -> PyResult<Loss> {
+        let inner = self.inner.get()?;
+        Ok(Loss::new(&inner.name, inner.loss.clone()))
     }
 
     /// Still held: neither released nor lost.

@@ -4,6 +4,10 @@ import polylock
 with polylock.connect("redis://127.0.0.1:6379") as client:
     with client.lock("orders/42") as lock:
         write(order, fencing_token=lock.fencing_token)
+    with client.lock("orders/43").guard() as guard:  # guard.lost: set on a loss
+        for step in steps:
+            guard.check()  # LockLostError once the lock is lost
+            step()
     with client.semaphore("exports", 4):  # at most 4 at once, everywhere
         export()
     with client.election("scheduler").leadership() as lead:  # one leader at a time
@@ -14,7 +18,7 @@ import atexit
 
 from . import _native
 from ._client import Client, LockStatus, connect
-from ._election import Campaign, Election, Leader, Leadership, LossEvent
+from ._election import Campaign, Election, Leader, Leadership
 from ._errors import (
     ClientClosedError,
     LockConnectionError,
@@ -26,6 +30,7 @@ from ._errors import (
     PermitsMismatch,
     UpgradeRefused,
 )
+from ._guard import Guard, LossEvent
 from ._lock import Lock, RwLock
 from ._semaphore import Permits, Semaphore
 
@@ -38,6 +43,7 @@ __all__ = [
     "Client",
     "ClientClosedError",
     "Election",
+    "Guard",
     "Leader",
     "Leadership",
     "Lock",

@@ -4,13 +4,12 @@ participant's term as leader, with its ``lost`` event."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
 from types import TracebackType
 from typing import NamedTuple
 
 from . import _fork, _native, _options
 from ._errors import LockLostError, LockTimeout
+from ._guard import LossEvent
 from ._lock import _settle_from_thread
 
 
@@ -25,76 +24,6 @@ class Leader(NamedTuple):
     first lease lives (None after)."""
 
 
-class LossEvent:
-    """Set once a leadership is lost, shaped like ``threading.Event``:
-    ``is_set()``, ``wait(timeout)``, and ``await wait_async()`` for asyncio.
-    The runtime sets it through its loss callback the moment it knows (before
-    any other participant can lead): no thread of polylock's watches it, and
-    nothing polls. ``reason`` says why."""
-
-    __slots__ = ("_event", "_guard", "_reason", "_waiters")
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._guard = threading.Lock()
-        self._reason: str | None = None
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-
-    def is_set(self) -> bool:
-        """True once the leadership was lost."""
-        return self._event.is_set()
-
-    @property
-    def reason(self) -> str | None:
-        """Why the leadership was lost (lease expired, session expired, ...), or None."""
-        return self._reason
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Blocks until the leadership is lost or ``timeout`` seconds pass;
-        returns ``is_set()``, as ``threading.Event.wait`` does."""
-        return self._event.wait(timeout)
-
-    async def wait_async(self) -> None:
-        """Returns once the leadership is lost (never, if it is resigned first:
-        bound it with ``asyncio.wait_for`` or cancel the task)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        waiter = (loop, future)
-        with self._guard:
-            if self._event.is_set():
-                return
-            self._waiters.append(waiter)
-        try:
-            await future
-        finally:
-            with self._guard:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-
-    def _set(self, reason: str) -> None:
-        """The loss callback (called from a runtime thread) and the resign
-        that found the leadership lost. The first reason stays."""
-        with self._guard:
-            if self._event.is_set():
-                return
-            self._reason = reason
-            self._event.set()
-            waiters, self._waiters = self._waiters, []
-        for loop, future in waiters:
-            # A closed loop raises RuntimeError: nobody waits there any more.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_wake, future)
-
-    def __repr__(self) -> str:
-        state = f"set reason={self._reason!r}" if self.is_set() else "unset"
-        return f"<polylock.LossEvent {state}>"
-
-
-def _wake(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
 class Leadership:
     """One participant's leadership of an election, from ``Election.campaign``
     or a ``with election.leadership():`` block. Its ``term`` is a fencing
@@ -104,10 +33,10 @@ class Leadership:
 
     __slots__ = ("_lost", "_name", "_native", "_resigned")
 
-    def __init__(self, native: _native.Leadership, name: str, lost: LossEvent) -> None:
+    def __init__(self, native: _native.Leadership, name: str) -> None:
         self._native = native
         self._name = name
-        self._lost = lost
+        self._lost = LossEvent(native.loss())
         self._resigned = False
 
     @property
@@ -140,11 +69,7 @@ class Leadership:
         leads after it. LockLostError if it was lost meanwhile; NotHeldError
         if already resigned."""
         self._resigned = True
-        try:
-            self._native.resign()
-        except LockLostError as err:
-            self._lost._set(err.reason or str(err))
-            raise
+        self._native.resign()
 
     async def resign_async(self) -> None:
         """``resign()``, waiting for the server without blocking the loop."""
@@ -152,11 +77,7 @@ class Leadership:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
         self._native.resign_async(_settle_from_thread(loop, done))
-        try:
-            await done
-        except LockLostError as err:
-            self._lost._set(err.reason or str(err))
-            raise
+        await done
 
     def __enter__(self) -> Leadership:
         """Returns the leadership itself (already leading)."""
@@ -241,20 +162,18 @@ class Election:
         nobody leads or waits; LockTimeout when it passes. Releases the GIL
         while waiting; Ctrl-C withdraws the participant from the server."""
         seconds = _options.async_timeout(timeout)
-        lost = LossEvent()
-        native = self._native.campaign(seconds, lost._set)
+        native = self._native.campaign(seconds)
         if native is None:
             raise _timed_out(self.name, timeout)
-        return Leadership(native, self.name, lost)
+        return Leadership(native, self.name)
 
     async def campaign_async(self, timeout: float | None = None) -> Leadership:
         """``campaign`` for asyncio; cancelling the task withdraws the
         participant (a leadership that raced the cancellation resigns)."""
         seconds = _options.async_timeout(timeout)
-        lost = LossEvent()
         loop = asyncio.get_running_loop()
         done: asyncio.Future[_native.Leadership | None] = loop.create_future()
-        op = self._native.campaign_async(seconds, lost._set, _settle_from_thread(loop, done))
+        op = self._native.campaign_async(seconds, _settle_from_thread(loop, done))
         try:
             native = await done
         except BaseException:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from . import _fork, _native, _options
 from ._errors import LockLostError
+from ._guard import Guard, GuardBlock
 from ._owners import current_task, task_owner, thread_owner
 
 _T = TypeVar("_T")
@@ -88,17 +89,8 @@ class Lock:
         passes (LockUnavailableError, a LockTimeout, if the server kept
         refusing meanwhile). Cancelling the task cancels the acquire (nothing is left on
         the server)."""
-        seconds = _options.async_timeout(timeout)
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[bool] = loop.create_future()
-        op = self._native.acquire_async(
-            task_owner(current_task()), seconds, _settle_from_thread(loop, done)
-        )
-        try:
-            return await done
-        except BaseException:
-            op.cancel()  # also gives back a grant that raced the cancellation
-            raise
+        granted = await _acquired(self._native.acquire_async, _options.async_timeout(timeout))
+        return bool(granted)
 
     async def release_async(self) -> None:
         """Ends the current task's newest hold and waits for the server."""
@@ -124,6 +116,25 @@ class Lock:
         except LockLostError:
             if not self._reported(exc):
                 raise
+
+    # ---- a block that can stop its work on a loss ----------------------
+
+    def guard(
+        self, *, timeout: float | None = None, cancel_on_loss: bool = False
+    ) -> GuardBlock[Guard]:
+        """A block that holds the lock and gives it the hold:
+        ``with lock.guard() as guard:`` for the calling thread, ``async with
+        lock.guard() as guard:`` for the current task (reentrant, as
+        ``with lock:``). ``guard.lost`` is set when the hold is lost (wait on
+        it or poll it), ``guard.check()`` raises ``LockLostError`` from then
+        on, and the block's end raises it too. ``timeout``: None waits
+        forever, 0 tries once; LockTimeout when it passes.
+
+        ``cancel_on_loss=True`` (``async with`` only): a loss cancels the
+        task running the block, so its work stops at its next ``await``;
+        the block's end raises ``LockLostError`` in place of that
+        cancellation (a cancellation from outside stays a CancelledError)."""
+        return _LockGuardBlock(self, _options.async_timeout(timeout), cancel_on_loss)
 
     # ---- state of the caller's holds ----------------------------------
 
@@ -183,6 +194,45 @@ class RwLock:
 
     def __repr__(self) -> str:
         return f"<polylock.RwLock {self.name!r}>"
+
+
+class _LockGuardBlock(GuardBlock[Guard]):
+    """``lock.guard()``: held by the thread (``with``) or the task (``async
+    with``), released by that owner at the end, as ``with lock:`` does."""
+
+    def __init__(self, lock: Lock, timeout: float | None, cancel_on_loss: object) -> None:
+        super().__init__(cancel_on_loss)
+        self._lock = lock
+        self._timeout = timeout
+
+    def _acquire(self) -> Guard:
+        token, loss = self._lock._native.acquire_guard(thread_owner(), self._timeout)
+        return Guard(self._lock.name, token, loss)
+
+    async def _acquire_async(self) -> Guard:
+        native = self._lock._native
+        token, loss = await _acquired(native.acquire_guard_async, self._timeout)
+        return Guard(native.name, token, loss)
+
+    def _release(self, hold: Guard) -> None:
+        self._lock.release()
+
+    async def _release_async(self, hold: Guard) -> None:
+        await self._lock.release_async()
+
+
+async def _acquired(start: Callable[..., _native.AsyncOp], seconds: float | None) -> Any:
+    """Runs a native asynchronous acquire for the current task and returns
+    what it granted. Cancelling the task cancels the acquire (nothing is
+    left on the server, and a grant that raced the cancellation goes back)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    op = start(task_owner(current_task()), seconds, _settle_from_thread(loop, done))
+    try:
+        return await done
+    except BaseException:
+        op.cancel()  # also gives back a grant that raced the cancellation
+        raise
 
 
 def _settle_from_thread(

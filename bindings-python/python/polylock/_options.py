@@ -93,3 +93,19 @@ def permits_total(permits: object) -> int:
     if not 0 <= permits <= 0xFFFF_FFFF:
         raise ValueError(f"permits must be a positive number, got {permits}")
     return permits
+
+
+def event_timeout(timeout: object) -> float | None:
+    """``LossEvent.wait``'s timeout, as ``threading.Event.wait`` takes it:
+    None (or infinity) waits forever, a negative one does not wait. NaN,
+    which threading would not wait on either, is a ValueError here: it is a
+    bug in the caller's arithmetic, not a timeout."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
+    if math.isnan(timeout):
+        raise ValueError("timeout must be a number of seconds or None (wait forever), got nan")
+    if timeout == math.inf:
+        return None
+    return max(float(timeout), 0.0)

@@ -9,6 +9,7 @@ from types import TracebackType
 
 from . import _fork, _native, _options
 from ._errors import LockTimeout, NotHeldError
+from ._guard import GuardBlock, LossEvent
 from ._lock import _settle_from_thread
 
 
@@ -144,6 +145,17 @@ class Semaphore:
 
     # ---- one grant as an object ------------------------------------------
 
+    def guard(
+        self, count: int = 1, *, timeout: float | None = None, cancel_on_loss: bool = False
+    ) -> GuardBlock[Permits]:
+        """A block that holds ``count`` permits (one grant, as ``grant``)
+        and gives them to the block as :class:`Permits`: ``with
+        sem.guard(2) as permits:`` or ``async with``. ``permits.lost``,
+        ``permits.check()``, the end's ``LockLostError`` and
+        ``cancel_on_loss`` (``async with`` only) work as for
+        ``Lock.guard``."""
+        return _PermitsGuardBlock(self, _options.permit_count(count), timeout, cancel_on_loss)
+
     def grant(self, count: int = 1, *, timeout: float | None = None) -> Permits:
         """Waits for ``count`` permits and returns them as one
         :class:`Permits` (``with sem.grant(2) as p: ...``), not kept by this
@@ -171,13 +183,20 @@ class Semaphore:
 
 
 class Permits:
-    """One grant of ``count`` permits, from ``Semaphore.grant``. Held until
-    ``release()`` (or the end of its ``with`` block); renewed with its lease
-    meanwhile (Redis) or kept by the session (ZooKeeper). Dropped without
-    a release, it is released in the background."""
+    """One grant of ``count`` permits, from ``Semaphore.grant`` or
+    ``Semaphore.guard``. Held until ``release()`` (or the end of its
+    ``with`` block); renewed with its lease meanwhile (Redis) or kept by
+    the session (ZooKeeper). Dropped without a release, it is released in
+    the background."""
 
     def __init__(self, native: _native.Permits) -> None:
         self._native = native
+        self._lost: LossEvent | None = None
+
+    @property
+    def name(self) -> str:
+        """The semaphore's name."""
+        return self._native.name
 
     @property
     def count(self) -> int:
@@ -199,6 +218,19 @@ class Permits:
     def lost_reason(self) -> str | None:
         """Why the permits were lost (lease expired, ...), or None."""
         return self._native.lost_reason
+
+    @property
+    def lost(self) -> LossEvent:
+        """Set when the permits are lost (wait on it or poll it, as
+        ``Guard.lost``): stop touching the resource then."""
+        if self._lost is None:
+            self._lost = LossEvent(self._native.loss())
+        return self._lost
+
+    def check(self) -> None:
+        """Raises ``LockLostError`` if the permits were lost; else returns
+        at once (no I/O)."""
+        self.lost._raise_if_set()
 
     def release(self) -> None:
         """Gives the permits back and waits for the server. LockLostError
@@ -240,3 +272,28 @@ class Permits:
 
     def __repr__(self) -> str:
         return f"<polylock.Permits count={self.count} fencing_token={self.fencing_token}>"
+
+
+class _PermitsGuardBlock(GuardBlock[Permits]):
+    """``sem.guard(count)``: one grant for the block, released at its end."""
+
+    def __init__(
+        self, sem: Semaphore, count: int, timeout: float | None, cancel_on_loss: object
+    ) -> None:
+        super().__init__(cancel_on_loss)
+        _options.async_timeout(timeout)  # a bad timeout fails here, not at the block
+        self._sem = sem
+        self._count = count
+        self._timeout = timeout
+
+    def _acquire(self) -> Permits:
+        return self._sem.grant(self._count, timeout=self._timeout)
+
+    async def _acquire_async(self) -> Permits:
+        return await self._sem.grant_async(self._count, timeout=self._timeout)
+
+    def _release(self, hold: Permits) -> None:
+        hold.release()
+
+    async def _release_async(self, hold: Permits) -> None:
+        await hold.release_async()
