@@ -181,7 +181,7 @@ class Election:
             raise
         if native is None:
             raise _timed_out(self.name, timeout)
-        return Leadership(native, self.name, lost)
+        return Leadership(native, self.name)
 
     def leader(self) -> Leader | None:
         """Who leads now, as the server records it (one read), or None.
