@@ -630,7 +630,7 @@ def main():
         "--failover-trials",
         type=int,
         help="trials per failover row (sentinel-kill, cluster-kill, sentinel-stale-primary; "
-        f"default half of --trials; ./scripts/test passes 10; {LONG_TRIALS} in the long mode)",
+        f"default half of --trials; ./scripts/test passes 10, 8 under CI; {LONG_TRIALS} in the long mode)",
     )
     ap.add_argument(
         "--long",
