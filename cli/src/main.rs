@@ -103,8 +103,9 @@ struct Job {
     /// SIGKILL; the loss is reported that much earlier, so the command is
     /// gone before anyone else is granted (Redis: at most a third of the
     /// lease; ZooKeeper: less than a third of the session timeout).
-    #[arg(long, default_value_t = 3.0)]
-    grace: f64,
+    /// Default: 3, or a third of --lease if that is less.
+    #[arg(long)]
+    grace: Option<f64>,
     /// The command and its arguments.
     #[arg(trailing_var_arg = true, required = true)]
     cmd: Vec<String>,
@@ -185,6 +186,13 @@ fn finish(outcome: Result<u8, Error>) -> ExitCode {
     }
 }
 
+/// The grace when `--grace` is not given: 3 s, or the most a short lease
+/// allows (a third of it), so `--lease` alone never needs `--grace` too.
+fn default_grace(lease: Option<Duration>) -> Duration {
+    let grace = Duration::from_secs(3);
+    lease.map_or(grace, |lease| grace.min(lease / 3))
+}
+
 /// The durations `run` and `lead` take, checked.
 struct Times {
     timeout: Option<Duration>,
@@ -197,7 +205,10 @@ impl Times {
         Ok(Times {
             timeout: job.timeout.map(|t| seconds("--timeout", t)).transpose()?,
             lease: job.lease.map(|t| seconds("--lease", t)).transpose()?,
-            grace: seconds("--grace", job.grace)?,
+            grace: match job.grace {
+                Some(g) => seconds("--grace", g)?,
+                None => default_grace(job.lease.map(|l| seconds("--lease", l)).transpose()?),
+            },
         })
     }
 

@@ -261,3 +261,18 @@ async fn a_leader_cut_off_stops_its_command_before_the_next_leader_starts() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A short `--lease` without `--grace` still runs: the default grace (3 s)
+/// shrinks to what the lease allows (a third of it); an explicit `--grace`
+/// the lease cannot honour is refused with 64.
+#[test]
+fn a_short_lease_without_grace_runs_and_an_impossible_grace_is_refused() {
+    let url = redis_url();
+    let name = unique("cli-short-lease");
+    let o = polylock(&["run", &name, "--url", &url, "--lease", "1", "--", "true"]);
+    assert_eq!(code(&o), 0, "a 1 s lease with the default grace: {o:?}");
+    let o = polylock(&["lead", &name, "--url", &url, "--lease", "1", "--", "true"]);
+    assert_eq!(code(&o), 0, "lead with a 1 s lease and the default grace: {o:?}");
+    let o = polylock(&["run", &name, "--url", &url, "--lease", "1", "--grace", "2", "--", "true"]);
+    assert_eq!(code(&o), 64, "a grace longer than a third of the lease: {o:?}");
+}
